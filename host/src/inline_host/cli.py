@@ -1,0 +1,182 @@
+"""The ``inline`` command: ``inline run FILE``, ``inline assets add FILE``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+import anyio
+from inline_core import GraphInvalid, InlineCoreError, NodeFailed, PlannedNode
+from inline_registry import RegistryError
+from inline_sdk.protocol import MediaValue, Preview, Progress, TextValue
+
+from ._blobs import BlobStore
+from ._engine import Engine, media_extension
+from ._errors import InlineHostError, NodeError
+from ._settings import Settings
+from ._supervisor import HostValue
+
+EXIT_FAILED = 1
+EXIT_INVALID = 2
+
+
+class ConsoleProgress:
+    """Prints a run's progress to a terminal (one updating line) or a log (one line per event)."""
+
+    def __init__(self, total: int, out: TextIO = sys.stderr) -> None:
+        self.total = total
+        self.done = 0
+        self.out = out
+        self.tty = out.isatty()
+        self.started: dict[str, float] = {}
+        self._last = 0.0
+
+    def node_started(self, node: PlannedNode) -> None:
+        self.started[node.id] = time.perf_counter()
+
+    def node_progress(self, node_id: str, event: Any) -> None:
+        if isinstance(event, Preview) or not isinstance(event, Progress):
+            return
+        now = time.perf_counter()
+        if not self.tty and now - self._last < 0.5 and event.fraction < 1.0:
+            return
+        self._last = now
+        bar = "#" * int(event.fraction * 20)
+        line = f"  {node_id}: {event.phase} [{bar:<20}] {event.status}"
+        if self.tty:
+            self.out.write("\r\033[K" + line)
+        else:
+            self.out.write(line + "\n")
+        self.out.flush()
+
+    def node_finished(self, node: PlannedNode, outputs: dict[str, Any], cached: bool) -> None:
+        self.done += 1
+        took = (time.perf_counter() - self.started.get(node.id, time.perf_counter())) * 1000
+        how = "cached" if cached else f"{took:.0f} ms"
+        prefix = "\r\033[K" if self.tty else ""
+        self.out.write(f"{prefix}[{self.done}/{self.total}] {node.id} ({node.type}) {how}\n")
+        self.out.flush()
+
+
+def print_invalid(err: GraphInvalid, out: TextIO) -> None:
+    """Every validation issue, one per line, with node id and JSON path."""
+    out.write(f"error: the graph is invalid ({len(err.issues)} problem(s)):\n")
+    for issue in err.issues:
+        where = f" [node '{issue.node_id}']" if issue.node_id else ""
+        out.write(f"  - {issue.message}{where} at {issue.path}\n")
+        if issue.expected is not None:
+            out.write(f"      expected {issue.expected}, got {json.dumps(issue.got)}\n")
+
+
+def describe_failure(exc: BaseException) -> str:
+    """A failed run's message, with the remote traceback for node errors."""
+    cause = exc.__cause__ if isinstance(exc, NodeFailed) and exc.__cause__ else exc
+    if isinstance(cause, NodeError):
+        node = f"node '{cause.node_id}' ({cause.node_type})"
+        return f"{node} failed: {cause.remote_type}: {cause.remote_message}\n{cause.traceback}"
+    return str(exc)
+
+
+async def _run(args: argparse.Namespace) -> int:
+    try:
+        request = json.loads(Path(args.file).read_text())
+    except (OSError, json.JSONDecodeError) as exc:
+        print(f"error: cannot read run request '{args.file}': {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    if args.target is not None and isinstance(request, dict):
+        request["target"] = args.target
+    out_dir = Path(args.out)
+    settings = Settings.from_env()
+    async with Engine.open(settings, say=lambda m: print(m, file=sys.stderr)) as engine:
+        try:
+            planned = engine.prepare(request)
+        except GraphInvalid as exc:
+            print_invalid(exc, sys.stderr)
+            return EXIT_INVALID
+        except InlineCoreError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return EXIT_INVALID
+        try:
+            result = await engine.run_plan(planned, ConsoleProgress(len(planned.nodes)))
+        except (InlineCoreError, InlineHostError) as exc:
+            print(f"error: {describe_failure(exc)}", file=sys.stderr)
+            return EXIT_FAILED
+        out_dir.mkdir(parents=True, exist_ok=True)
+        written = write_outputs(engine, planned.target, result.outputs, out_dir)
+    for path in written:
+        print(path)
+    return 0
+
+
+def write_outputs(
+    engine: Engine, node_id: str, outputs: dict[str, HostValue], out_dir: Path
+) -> list[Path]:
+    """Write each media/text output as ``<node id>.<port>.<ext>``; the paths written."""
+    written: list[Path] = []
+    safe_id = "".join(c if c.isalnum() or c in "-_." else "_" for c in node_id)
+    for port, hv in outputs.items():
+        v = hv.value
+        if isinstance(v, MediaValue):
+            data = engine.read_bytes(hv)
+        elif isinstance(v, TextValue):
+            data = v.text.encode()
+        else:
+            continue
+        path = out_dir / f"{safe_id}.{port}.{media_extension(hv)}"
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_bytes(data)
+        tmp.replace(path)
+        written.append(path)
+    return written
+
+
+def _assets_add(args: argparse.Namespace) -> int:
+    settings = Settings.from_env()
+    store = BlobStore(settings.blobs_dir)
+    try:
+        bid = store.put_file(Path(args.file))
+    except InlineHostError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    print(bid)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command line."""
+    parser = argparse.ArgumentParser(prog="inline", description="Inline generation engine")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="validate and run a graph file {graph, target}")
+    run.add_argument("file", help='JSON run request: {"graph": ..., "target": ...}')
+    run.add_argument("--target", help="node id to produce (overrides the file's target)")
+    run.add_argument("--out", default="out", help="folder for the target's outputs (default: out)")
+    assets = sub.add_parser("assets", help="manage input assets")
+    assets_sub = assets.add_subparsers(dest="assets_command", required=True)
+    add = assets_sub.add_parser("add", help="store a file; prints its asset id")
+    add.add_argument("file")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``inline`` command."""
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return anyio.run(_run, args)
+        if args.command == "assets" and args.assets_command == "add":
+            return _assets_add(args)
+    except RegistryError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return EXIT_FAILED
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,124 @@
+"""The merged node registry: every pack's descriptors in one catalog, versioned by content."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import msgspec
+from inline_core import NodeEntry
+from inline_sdk import Descriptor
+from inline_sdk.protocol import Welcome
+
+from ._envs import PackEnv, PackSource, ensure_env, read_pack_source
+from ._errors import NodeConflict
+from ._handshake import probe
+
+
+@dataclass(frozen=True, slots=True)
+class PackInfo:
+    """A registered pack: its env and what its handshake said."""
+
+    env: PackEnv
+    version: str
+    sdk_version: str
+    node_types: tuple[str, ...]
+
+    @property
+    def name(self) -> str:
+        """The pack's name (its entry point name)."""
+        return self.env.source.name
+
+
+@dataclass(frozen=True)
+class MergedRegistry:
+    """All packs' nodes as one catalog; ``version`` changes whenever any descriptor does."""
+
+    packs: dict[str, PackInfo]
+    entries: dict[str, NodeEntry]
+    version: str
+    order: tuple[str, ...] = field(default=())
+
+    def lookup(self, node_type: str) -> NodeEntry | None:
+        """The entry for ``node_type`` (the core's ``NodeCatalog`` protocol)."""
+        return self.entries.get(node_type)
+
+    def descriptors(self) -> list[Descriptor]:
+        """Every descriptor, in registration order."""
+        return [self.entries[t].descriptor for t in self.order]
+
+
+def builtin_packs_dir() -> Path:
+    """The first-party packs shipped with this checkout (``packs/`` at the repository root)."""
+    override = os.environ.get("INLINE_BUILTIN_PACKS")
+    if override:
+        return Path(override)
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "packs").is_dir() and (parent / "pyproject.toml").is_file():
+            return parent / "packs"
+    return here.parents[3] / "packs"
+
+
+def pack_sources(extra: Sequence[Path] = ()) -> list[PackSource]:
+    """First-party packs, then ``extra`` pack folders and those in ``INLINE_PACK_PATHS``."""
+    sources: list[PackSource] = []
+    root = builtin_packs_dir()
+    if root.is_dir():
+        for child in sorted(root.iterdir()):
+            if (child / "pyproject.toml").is_file():
+                sources.append(read_pack_source(child, first_party=True))
+    paths = list(extra)
+    paths += [Path(p) for p in os.environ.get("INLINE_PACK_PATHS", "").split(os.pathsep) if p]
+    for path in paths:
+        sources.append(read_pack_source(path, first_party=False))
+    return sources
+
+
+def with_source(descriptor: Descriptor, source: PackSource) -> Descriptor:
+    """The descriptor as served: ``source`` is ``builtin`` or ``ext:<pack>``."""
+    label = "builtin" if source.first_party else f"ext:{source.name}"
+    return msgspec.structs.replace(descriptor, source=label)
+
+
+def merge(infos: Iterable[tuple[PackInfo, Welcome]]) -> MergedRegistry:
+    """Merge packs' descriptors; raises ``NodeConflict`` naming both packs of a duplicate id."""
+    packs: dict[str, PackInfo] = {}
+    entries: dict[str, NodeEntry] = {}
+    order: list[str] = []
+    h = hashlib.sha256()
+    for info, welcome in infos:
+        packs[info.name] = info
+        for d in welcome.descriptors:
+            served = with_source(d, info.env.source)
+            if served.type in entries:
+                raise NodeConflict(served.type, entries[served.type].pack, info.name)
+            entries[served.type] = NodeEntry(served, info.name, welcome.pack_version)
+            order.append(served.type)
+            h.update(msgspec.json.encode(served))
+            h.update(f"{info.name}@{welcome.pack_version}".encode())
+    return MergedRegistry(packs, entries, "r_" + h.hexdigest()[:8], tuple(order))
+
+
+def load_registry(
+    packs_dir: Path,
+    extra: Sequence[Path] = (),
+    *,
+    say: Callable[[str], None] | None = None,
+) -> MergedRegistry:
+    """Build (or reuse) every pack's venv, take (or reuse) its handshake, merge the nodes."""
+    found: list[tuple[PackInfo, Welcome]] = []
+    for source in pack_sources(extra):
+        env = ensure_env(source, packs_dir, say=say)
+        welcome = probe(env)
+        info = PackInfo(
+            env,
+            welcome.pack_version,
+            welcome.sdk_version,
+            tuple(d.type for d in welcome.descriptors),
+        )
+        found.append((info, welcome))
+    return merge(found)

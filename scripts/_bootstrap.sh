@@ -1,0 +1,21 @@
+# Sourced by scripts/run and scripts/test: installs uv if missing, syncs the workspace, and points
+# uv at local wheels and the platform constraints so that no CUDA torch is ever downloaded on CPU.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+UV_VERSION="0.13.9"
+if command -v uv >/dev/null 2>&1; then
+  UV=(uv)
+elif python3 -m uv --version >/dev/null 2>&1; then
+  UV=(python3 -m uv)
+else
+  echo "Installing uv ${UV_VERSION}..." >&2
+  python3 -m pip install --quiet "uv==${UV_VERSION}"
+  UV=(python3 -m uv)
+fi
+# uv does not read pip's settings: map pip's find-links folder, pin torch for this platform.
+if [ -z "${UV_FIND_LINKS:-}" ] && [ -n "${PIP_FIND_LINKS:-}" ]; then
+  export UV_FIND_LINKS="$PIP_FIND_LINKS"
+fi
+export INLINE_CONSTRAINTS="${INLINE_CONSTRAINTS:-$ROOT/constraints/platform.txt}"
+"${UV[@]}" sync --frozen --quiet

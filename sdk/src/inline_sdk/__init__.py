@@ -1,0 +1,58 @@
+"""The Inline node SDK: everything a pack author imports.
+
+Light by design: the standard library, msgspec and pluggy only; no torch at import.
+"""
+
+from ._context import Context, InputRefused
+from ._descriptor import Descriptor, Option, ParamField, PortSpec
+from ._errors import (
+    Cancelled,
+    FrameTooLarge,
+    InlineSdkError,
+    NodeDeclarationError,
+    ParamIssue,
+    ParamsInvalid,
+    ProtocolError,
+)
+from ._kinds import HANDLE_KINDS, MEDIA_KINDS, PORT_KINDS, is_list_kind, port_satisfies
+from ._media import AssetIdRef, AssetRef, Audio, Image, Mask, Media, PathRef, Video
+from ._node import NodeSpec, Output, Param, Port, node
+from ._version import SDK_MAJOR, SDK_VERSION
+from .hookspecs import hookimpl
+
+__all__ = (
+    "HANDLE_KINDS",
+    "MEDIA_KINDS",
+    "PORT_KINDS",
+    "SDK_MAJOR",
+    "SDK_VERSION",
+    "AssetIdRef",
+    "AssetRef",
+    "Audio",
+    "Cancelled",
+    "Context",
+    "Descriptor",
+    "FrameTooLarge",
+    "Image",
+    "InlineSdkError",
+    "InputRefused",
+    "Mask",
+    "Media",
+    "NodeDeclarationError",
+    "NodeSpec",
+    "Option",
+    "Output",
+    "Param",
+    "ParamField",
+    "ParamIssue",
+    "ParamsInvalid",
+    "PathRef",
+    "Port",
+    "PortSpec",
+    "ProtocolError",
+    "Video",
+    "hookimpl",
+    "is_list_kind",
+    "node",
+    "port_satisfies",
+)

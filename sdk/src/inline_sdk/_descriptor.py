@@ -1,0 +1,74 @@
+"""Node descriptors as they cross the wire: exactly the /v1 contract's shape (section 3.3).
+
+Field order is the reference's key order; optional fields are omitted rather than ``null``,
+except ``outputKind`` which is always present. ``version`` and ``paramsSchema`` are our additions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class PortSpec(msgspec.Struct, frozen=True):
+    """An input or output port."""
+
+    id: str
+    label: str
+    kind: str
+    required: bool
+
+
+class Option(msgspec.Struct, frozen=True):
+    """One static choice of a select param."""
+
+    value: str
+    label: str
+
+
+class ParamField(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):
+    """A param as served to clients (the contract's ParamField)."""
+
+    key: str
+    label: str
+    widget: str
+    default: Any
+    min: float | None = None
+    max: float | None = None
+    step: float | None = None
+    options_from: str | None = None
+    options: tuple[Option, ...] = ()
+    advanced: bool = False
+    on_face: bool | None = None
+    kind: str
+
+
+class Descriptor(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):
+    """A node type as served by ``GET /v1/models``."""
+
+    type: str
+    title: str
+    category: str
+    icon: str
+    source: str
+    output_kind: str | None
+    inputs: tuple[PortSpec, ...]
+    outputs: tuple[PortSpec, ...]
+    params: tuple[ParamField, ...]
+    hidden: bool = False
+    version: str
+    params_schema: dict[str, Any]
+
+    def input(self, port_id: str) -> PortSpec | None:
+        """The input port named ``port_id``, if declared."""
+        return next((p for p in self.inputs if p.id == port_id), None)
+
+    def output(self, port_id: str) -> PortSpec | None:
+        """The output port named ``port_id``, if declared."""
+        return next((p for p in self.outputs if p.id == port_id), None)
+
+
+def encode_descriptor_json(descriptor: Descriptor) -> bytes:
+    """The descriptor as the contract's JSON bytes."""
+    return msgspec.json.encode(descriptor)

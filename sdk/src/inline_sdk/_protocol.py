@@ -1,0 +1,186 @@
+"""The host <-> worker IPC protocol: one closed, tagged union of msgspec Structs per direction.
+
+Evolution rules: new fields get defaults; a field never changes type; ``PROTOCOL`` bumps only on a
+breaking change. Wire structs ignore unknown fields, so an old pack can read a newer host.
+Bulk bytes above ``Hello.shm_threshold`` travel in shared memory (``ShmRef``), never in a frame.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import msgspec
+
+from ._descriptor import Descriptor
+
+#: Bumped only on a breaking change of the wire format.
+PROTOCOL: Final = 1
+
+
+class _Msg(msgspec.Struct, frozen=True, tag_field="t", forbid_unknown_fields=False):
+    pass
+
+
+# values --------------------------------------------------------------------------------------
+class ShmRef(msgspec.Struct, frozen=True, tag="shm", tag_field="t"):
+    """Bytes in a named shared-memory segment: ``segment`` at ``offset``, ``size`` long."""
+
+    segment: str
+    offset: int
+    size: int
+
+
+class InlineBytes(msgspec.Struct, frozen=True, tag="inline", tag_field="t"):
+    """Bytes small enough to travel inside the frame."""
+
+    data: bytes
+
+
+Bulk = ShmRef | InlineBytes
+
+
+class TextValue(msgspec.Struct, frozen=True, tag="text", tag_field="t"):
+    """A ``text`` port value."""
+
+    text: str
+
+
+class MediaValue(msgspec.Struct, frozen=True, tag="media", tag_field="t"):
+    """Encoded media (``kind`` image/video/audio/mask) with its file extension.
+
+    ``region`` is the handle of the shared-memory region in the producing worker's table, so the
+    host can release it; ``None`` for inline bytes.
+    """
+
+    kind: str
+    ext: str
+    data: Bulk
+    region: int | None = None
+
+
+class HandleValue(msgspec.Struct, frozen=True, tag="handle", tag_field="t"):
+    """An engine object (model, latent...) kept in the producing worker's handle table."""
+
+    kind: str
+    id: int
+
+
+class JsonValue(msgspec.Struct, frozen=True, tag="json", tag_field="t"):
+    """Any other plain value."""
+
+    value: Any
+
+
+Value = TextValue | MediaValue | HandleValue | JsonValue
+
+
+class RemoteError(msgspec.Struct, frozen=True):
+    """An exception raised in the worker, as data: never a pickled exception object."""
+
+    type: str
+    message: str
+    traceback: str = ""
+
+
+# host -> worker -------------------------------------------------------------------------------
+class Hello(_Msg, tag="hello"):
+    """First message: the host's protocol and the worker's configuration."""
+
+    protocol: int
+    host_sdk: str
+    pack: str
+    shm_prefix: str
+    shm_threshold: int
+    models_dir: str
+    assets_dir: str
+    input_roots: list[str]
+    cwd: str
+    max_threads: int = 8
+
+
+class Call(_Msg, tag="call"):
+    """Run one node. ``inputs`` maps a port id to its values in edge order."""
+
+    id: int
+    node: str
+    node_id: str
+    params: dict[str, Any]
+    inputs: dict[str, list[Value]]
+
+
+class Cancel(_Msg, tag="cancel"):
+    """Ask a running call to stop at its next cancellation check."""
+
+    id: int
+
+
+class Release(_Msg, tag="release"):
+    """Drop handles (engine objects, shared-memory regions) from the worker's table."""
+
+    handles: list[int]
+
+
+class Shutdown(_Msg, tag="shutdown"):
+    """Finish and exit."""
+
+
+ToWorker = Hello | Call | Cancel | Release | Shutdown
+
+
+# worker -> host -------------------------------------------------------------------------------
+class Welcome(_Msg, tag="welcome"):
+    """The handshake answer: who the pack is and what nodes it provides."""
+
+    protocol: int
+    sdk_version: str
+    pack: str
+    pack_version: str
+    descriptors: list[Descriptor]
+    pid: int
+
+
+class Refused(_Msg, tag="refused"):
+    """The worker cannot serve (protocol mismatch, pack failed to load or declare its nodes)."""
+
+    error: RemoteError
+
+
+class Progress(_Msg, tag="progress"):
+    """Progress of a running call."""
+
+    id: int
+    phase: str
+    fraction: float
+    status: str = ""
+    step: int | None = None
+    step_count: int | None = None
+
+
+class Preview(_Msg, tag="preview"):
+    """A small preview image of a running call."""
+
+    id: int
+    image: MediaValue
+
+
+class Done(_Msg, tag="done"):
+    """A call finished; ``outputs`` maps output port ids to values."""
+
+    id: int
+    outputs: dict[str, Value]
+
+
+class Failed(_Msg, tag="failed"):
+    """A call raised."""
+
+    id: int
+    error: RemoteError
+
+
+class CallCancelled(_Msg, tag="cancelled"):
+    """A call stopped because it was cancelled."""
+
+    id: int
+
+
+FromWorker = Welcome | Refused | Progress | Preview | Done | Failed | CallCancelled

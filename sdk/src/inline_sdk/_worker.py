@@ -1,0 +1,305 @@
+"""The worker: loads one pack through pluggy and serves node calls over an inherited socket."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import sys
+import threading
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import pluggy
+
+from . import hookspecs
+from ._context import Context
+from ._errors import Cancelled, InlineSdkError, NodeDeclarationError, ProtocolError
+from ._framing import FrameCodec, recv_frame
+from ._handles import HandleTable
+from ._kinds import HANDLE_KINDS, MEDIA_KINDS
+from ._media import MEDIA_TYPES, Image, Media
+from ._node import NodeSpec
+from ._protocol import (
+    PROTOCOL,
+    Call,
+    CallCancelled,
+    Cancel,
+    Done,
+    Failed,
+    HandleValue,
+    Hello,
+    InlineBytes,
+    JsonValue,
+    MediaValue,
+    Preview,
+    Progress,
+    Refused,
+    Release,
+    RemoteError,
+    ShmRef,
+    Shutdown,
+    TextValue,
+    ToWorker,
+    Value,
+    Welcome,
+)
+from ._shm import Arena, Region, SegmentReader
+from ._version import SDK_VERSION
+
+PREVIEW_LIMIT = 4 * 1024 * 1024
+log = logging.getLogger("inline.worker")
+
+
+def remote_error(exc: BaseException) -> RemoteError:
+    """An exception as the wire's error struct."""
+    message = str(exc) or type(exc).__name__
+    tb = "".join(traceback.format_exception(exc))
+    return RemoteError(type=type(exc).__name__, message=message, traceback=tb)
+
+
+def load_pack(pack: str) -> tuple[str, list[NodeSpec]]:
+    """Load the pack named ``pack`` from this environment's entry points; its version and nodes."""
+    eps = metadata.entry_points(group=hookspecs.ENTRY_POINT_GROUP, name=pack)
+    if not eps:
+        raise LookupError(
+            f"no pack named '{pack}' in this environment (entry point group "
+            f"'{hookspecs.ENTRY_POINT_GROUP}')"
+        )
+    ep = next(iter(eps))
+    pm = pluggy.PluginManager(hookspecs.PROJECT)
+    pm.add_hookspecs(hookspecs)
+    pm.register(ep.load(), name=pack)
+    specs: list[NodeSpec] = []
+    problems: list[str] = []
+    for group in pm.hook.inline_nodes():
+        for item in group or ():
+            if isinstance(item, NodeSpec):
+                specs.append(item)
+            else:
+                problems.append(f"inline_nodes returned {item!r}, which is not a @node")
+    seen: set[str] = set()
+    for spec in specs:
+        if spec.type in seen:
+            problems.append(f"node type '{spec.type}' is declared twice")
+        seen.add(spec.type)
+    if problems:
+        raise NodeDeclarationError(problems)
+    version = ep.dist.version if ep.dist is not None else "0.0.0"
+    return version, specs
+
+
+class Worker:
+    """Serves one pack's nodes to the host over a connected socket."""
+
+    def __init__(self, sock: socket.socket, hello: Hello, nodes: list[NodeSpec]) -> None:
+        self.sock = sock
+        self.hello = hello
+        self.nodes = {n.type: n for n in nodes}
+        self.codec: FrameCodec[Any] = FrameCodec(ToWorker)
+        self.table = HandleTable()
+        self.arena = Arena(hello.shm_prefix)
+        self.reader = SegmentReader()
+        self.calls: dict[int, threading.Event] = {}
+        self.pool = ThreadPoolExecutor(max_workers=hello.max_threads, thread_name_prefix="call")
+        self._send_lock = threading.Lock()
+        self._roots = [Path(os.path.realpath(r)) for r in hello.input_roots]
+
+    def send(self, msg: object) -> None:
+        frame = self.codec.encode(msg)
+        with self._send_lock:
+            self.sock.sendall(frame)
+
+    def serve(self) -> None:
+        """Read messages until the host says goodbye or goes away."""
+        try:
+            while True:
+                try:
+                    msg = recv_frame(self.sock, self.codec)
+                except ProtocolError as exc:
+                    log.info("connection ended: %s", exc)
+                    return
+                match msg:
+                    case Call():
+                        self.calls[msg.id] = threading.Event()
+                        self.pool.submit(self.run_call, msg)
+                    case Cancel(id=cid):
+                        event = self.calls.get(cid)
+                        if event is not None:
+                            event.set()
+                    case Release(handles=hids):
+                        self.table.release(hids)
+                    case Shutdown():
+                        return
+                    case _:
+                        log.warning("unexpected message %s", type(msg).__name__)
+        finally:
+            for event in list(self.calls.values()):
+                event.set()
+            self.pool.shutdown(wait=False, cancel_futures=True)
+
+    # a call ------------------------------------------------------------------------------------
+    def run_call(self, msg: Call) -> None:
+        cancel = self.calls[msg.id]
+        try:
+            spec = self.nodes.get(msg.node)
+            if spec is None:
+                raise LookupError(f"this pack has no node '{msg.node}'")
+            params = spec.decode_params(msg.params)
+            inputs = {
+                b.port.id: self.take_inputs(msg.inputs.get(b.port.id, []), b.is_list)
+                for b in spec.inputs
+            }
+            ctx = self.context(msg, spec, cancel)
+            outputs = spec.invoke(ctx, inputs, params)
+            kinds = {b.port.id: b.port.kind for b in spec.outputs}
+            wire = {pid: self.export(value, kinds[pid]) for pid, value in outputs.items()}
+            reply: object = Done(id=msg.id, outputs=wire)
+        except Cancelled:
+            reply = CallCancelled(id=msg.id)
+        except BaseException as exc:  # node code may raise anything; it crosses as data
+            reply = Failed(id=msg.id, error=remote_error(exc))
+        finally:
+            self.calls.pop(msg.id, None)
+        try:
+            self.send(reply)
+        except (OSError, InlineSdkError) as exc:
+            with contextlib.suppress(OSError):
+                self.send(Failed(id=msg.id, error=remote_error(exc)))
+
+    def context(self, msg: Call, spec: NodeSpec, cancel: threading.Event) -> Context:
+        def emit_progress(
+            phase: str, fraction: float, status: str, step: int | None, total: int | None
+        ) -> None:
+            self.send(
+                Progress(
+                    id=msg.id,
+                    phase=phase,
+                    fraction=fraction,
+                    status=status,
+                    step=step,
+                    step_count=total,
+                )
+            )
+
+        def emit_preview(image: Image) -> None:
+            if len(image.data) > PREVIEW_LIMIT:
+                log.warning(
+                    "preview of %d bytes dropped (limit %d)", len(image.data), PREVIEW_LIMIT
+                )
+                return
+            value = MediaValue(kind="image", ext=image.ext, data=InlineBytes(data=image.tobytes()))
+            self.send(Preview(id=msg.id, image=value))
+
+        return Context(
+            node_type=spec.type,
+            node_id=msg.node_id,
+            models_dir=Path(self.hello.models_dir),
+            assets_dir=Path(self.hello.assets_dir),
+            input_roots=self._roots,
+            cwd=Path(self.hello.cwd),
+            emit_progress=emit_progress,
+            emit_preview=emit_preview,
+            cancel_event=cancel,
+            logger=logging.getLogger(f"inline.pack.{self.hello.pack}.{spec.type}"),
+        )
+
+    def take_inputs(self, values: list[Value], is_list: bool) -> Any:
+        items = [self.materialize(v) for v in values]
+        if is_list:
+            return items
+        return items[0] if items else None
+
+    def materialize(self, value: Value) -> Any:
+        match value:
+            case TextValue(text=text):
+                return text
+            case MediaValue(kind=kind, ext=ext, data=data):
+                raw = data.data if isinstance(data, InlineBytes) else self.reader.view(data)
+                return MEDIA_TYPES.get(kind, Media)(raw, ext)
+            case HandleValue(id=hid):
+                return self.table.get(hid)
+            case JsonValue(value=v):
+                return v
+        raise ProtocolError(f"unknown value {value!r}")
+
+    def export(self, value: Any, kind: str) -> Value:
+        if kind in MEDIA_KINDS and isinstance(value, Media):
+            size = len(memoryview(value.data).cast("B"))
+            if size < self.hello.shm_threshold:
+                return MediaValue(
+                    kind=value.kind, ext=value.ext, data=InlineBytes(data=value.tobytes())
+                )
+            region = self.arena.put(value.data)
+            hid = self.table.add(region, self._free_region)
+            ref = ShmRef(segment=region.segment, offset=region.offset, size=region.size)
+            return MediaValue(kind=value.kind, ext=value.ext, data=ref, region=hid)
+        if kind == "text" and isinstance(value, str):
+            return TextValue(text=value)
+        if kind in HANDLE_KINDS:
+            return HandleValue(kind=kind, id=self.table.add(value))
+        return JsonValue(value=value)
+
+    def _free_region(self, region: Region) -> None:
+        self.arena.free(region)
+
+
+def run(argv: list[str] | None = None) -> int:
+    """Entry point of ``python -m inline_sdk.worker --fd N --pack NAME``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m inline_sdk.worker")
+    parser.add_argument("--fd", type=int, required=True, help="inherited socket fd")
+    parser.add_argument("--pack", required=True, help="entry point name of the pack to serve")
+    args = parser.parse_args(argv)
+
+    # stdout is a log stream, never the protocol: point fd 1 at stderr before any node code runs.
+    sys.stdout.flush()
+    os.dup2(2, 1)
+    logging.basicConfig(
+        level=os.environ.get("INLINE_WORKER_LOG", "INFO").upper(),
+        format=f"%(asctime)s [{args.pack}] %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    sock = socket.socket(fileno=args.fd)
+    codec: FrameCodec[Any] = FrameCodec(ToWorker)
+    try:
+        hello = recv_frame(sock, codec)
+    except ProtocolError as exc:
+        log.error("no handshake from the host: %s", exc)
+        return 2
+    if not isinstance(hello, Hello) or hello.protocol != PROTOCOL:
+        got = hello.protocol if isinstance(hello, Hello) else type(hello).__name__
+        err = RemoteError(
+            type="ProtocolMismatch",
+            message=f"worker speaks IPC protocol {PROTOCOL}, host sent {got}",
+        )
+        sock.sendall(codec.encode(Refused(error=err)))
+        return 3
+    try:
+        version, nodes = load_pack(hello.pack)
+    except BaseException as exc:
+        sock.sendall(codec.encode(Refused(error=remote_error(exc))))
+        return 4
+    worker = Worker(sock, hello, nodes)
+    worker.send(
+        Welcome(
+            protocol=PROTOCOL,
+            sdk_version=SDK_VERSION,
+            pack=hello.pack,
+            pack_version=version,
+            descriptors=[n.descriptor for n in nodes],
+            pid=os.getpid(),
+        )
+    )
+    try:
+        worker.serve()
+    finally:
+        worker.arena.close()
+        sys.stderr.flush()
+    # Node threads may still be blocked in native code; the host asked us to go, so go.
+    os._exit(0)

@@ -1,0 +1,36 @@
+"""Shared fixtures: the anyio backend, and a guard that records any attempt to import torch."""
+
+from __future__ import annotations
+
+import importlib.abc
+import sys
+
+import pytest
+
+HEAVY = ("torch", "diffusers", "transformers")
+
+
+class HeavyImportRecorder(importlib.abc.MetaPathFinder):
+    """Records every attempt to import torch & co in this process (even ones that would fail)."""
+
+    def __init__(self) -> None:
+        self.attempts: list[str] = []
+
+    def find_spec(self, fullname, path, target=None):  # type: ignore[no-untyped-def]
+        if fullname.split(".")[0] in HEAVY:
+            self.attempts.append(fullname)
+        return None
+
+
+RECORDER = HeavyImportRecorder()
+sys.meta_path.insert(0, RECORDER)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def heavy_imports() -> HeavyImportRecorder:
+    return RECORDER

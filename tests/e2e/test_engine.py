@@ -1,0 +1,288 @@
+"""The engine end to end, through real workers in their own uv venvs."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from inline_core import GraphInvalid, NodeFailed, NullListener, PlannedNode
+from inline_host import CallTimedOut, Engine, NodeError, PackCrashed
+from inline_sdk.protocol import Progress, TextValue
+
+from ._graphs import n, png_size, request
+
+pytestmark = pytest.mark.anyio
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class Recorder(NullListener):
+    """Collects what a run reports; ``first_progress`` fires on the first progress event."""
+
+    def __init__(self) -> None:
+        self.finished: list[tuple[str, bool]] = []
+        self.progress: list[Any] = []
+        self.first_progress = anyio.Event()
+
+    def node_progress(self, node_id: str, event: Any) -> None:
+        self.progress.append((node_id, event))
+        self.first_progress.set()
+
+    def node_finished(self, node: PlannedNode, outputs: dict[str, Any], cached: bool) -> None:
+        self.finished.append((node.id, cached))
+
+
+def text_of(result: Any, port: str = "text") -> str:
+    value = result.outputs[port].value
+    assert isinstance(value, TextValue)
+    return value.text
+
+
+async def test_basics_example_renders_the_resized_image(settings):
+    doc = json.loads((ROOT / "examples" / "basics.json").read_text())
+    doc["graph"]["nodes"][3]["params"]["asset"]["path"] = str(
+        ROOT / "examples" / "assets" / "sunrise.png"
+    )
+    settings = replace(settings, input_roots=(ROOT / "examples",))
+    async with Engine.open(settings) as engine:
+        result = await engine.run(doc)
+        png = engine.read_bytes(result.outputs["image"])
+    assert png_size(png) == (256, 160)
+    # only the target's closure ran: the text nodes were not planned
+    assert [p.id for p in result.plan.nodes] == ["photo", "thumb"]
+
+
+async def test_text_join_and_cache_rerun_only_what_changed(settings):
+    def doc(sep: str, b: str = "b") -> dict[str, Any]:
+        return request(
+            "out",
+            n("a", "input/text", {"text": "a"}),
+            n("b", "input/text", {"text": b}),
+            n("j", "text/join", {"separator": sep}, a=("a", "text"), b=("b", "text")),
+            n("out", "testpack/echo", {"suffix": "!"}, text=("j", "text")),
+        )
+
+    async with Engine.open(settings) as engine:
+        first = Recorder()
+        assert text_of(await engine.run(doc("-"), first)) == "a-b!"
+        assert all(not cached for _, cached in first.finished)
+        again = Recorder()
+        assert text_of(await engine.run(doc("-"), again)) == "a-b!"
+        assert all(cached for _, cached in again.finished)
+        changed = Recorder()
+        assert text_of(await engine.run(doc("+"), changed)) == "a+b!"
+        assert dict(changed.finished) == {"a": True, "b": True, "j": False, "out": False}
+
+
+async def test_print_in_node_code_does_not_break_the_protocol(settings):
+    async with Engine.open(settings) as engine:
+        result = await engine.run(request("x", n("x", "testpack/noisy", {"lines": 2000})))
+        assert text_of(result) == "still fine"
+        result = await engine.run(
+            request(
+                "e",
+                n("t", "input/text", {"text": "ok"}),
+                n("e", "testpack/echo", {}, text=("t", "text")),
+            )
+        )
+        assert text_of(result) == "ok"
+    log = (settings.logs_dir / "testpack.log").read_text(errors="replace")
+    assert "noise 1999" in log and "raw bytes on fd 1" in log
+
+
+async def test_sigkill_mid_call_fails_that_call_with_the_reason_and_next_run_succeeds(settings):
+    async with Engine.open(settings) as engine:
+        listener = Recorder()
+        failure: list[BaseException] = []
+
+        async def run_wait() -> None:
+            try:
+                await engine.run(request("w", n("w", "testpack/wait", {"seconds": 60})), listener)
+            except Exception as exc:
+                failure.append(exc)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(run_wait)
+            await listener.first_progress.wait()
+            pid = engine.supervisor.workers()["testpack"].pid
+            assert pid is not None
+            os.kill(pid, signal.SIGKILL)
+        (exc,) = failure
+        assert isinstance(exc, NodeFailed) and exc.node_id == "w"
+        crash = exc.__cause__
+        assert isinstance(crash, PackCrashed)
+        assert crash.pack == "testpack" and crash.signal == signal.SIGKILL
+        assert "killed by signal 9 (SIGKILL)" in str(crash) and "testpack/wait" in str(crash)
+        result = await engine.run(
+            request(
+                "e",
+                n("t", "input/text", {"text": "again"}),
+                n("e", "testpack/echo", {}, text=("t", "text")),
+            )
+        )
+        assert text_of(result) == "again"
+        assert engine.supervisor.workers()["testpack"].pid != pid
+
+
+async def test_segfault_costs_only_its_call(settings):
+    async with Engine.open(settings) as engine:
+        with pytest.raises(NodeFailed) as err:
+            await engine.run(request("s", n("s", "testpack/segfault")))
+        crash = err.value.__cause__
+        assert isinstance(crash, PackCrashed) and crash.signal == signal.SIGSEGV
+        assert "SIGSEGV" in str(crash)
+        result = await engine.run(
+            request(
+                "e",
+                n("t", "input/text", {"text": "alive"}),
+                n("e", "testpack/echo", {}, text=("t", "text")),
+            )
+        )
+        assert text_of(result) == "alive"
+
+
+async def test_a_raising_node_returns_its_traceback(settings):
+    async with Engine.open(settings) as engine:
+        with pytest.raises(NodeFailed) as err:
+            await engine.run(request("f", n("f", "testpack/fail", {"message": "kaput 42"})))
+    cause = err.value.__cause__
+    assert isinstance(cause, NodeError)
+    assert cause.remote_type == "ValueError" and cause.remote_message == "kaput 42"
+    assert "in deep" in cause.traceback and "ValueError: kaput 42" in cause.traceback
+    assert err.value.node_id == "f"
+
+
+async def test_cancel_stops_a_long_node_at_its_next_check(settings):
+    settings = replace(settings, cancel_grace=60.0)
+    async with Engine.open(settings) as engine:
+        listener = Recorder()
+        async with anyio.create_task_group() as tg:
+            scope = anyio.CancelScope()
+
+            async def run_wait() -> None:
+                with scope:
+                    await engine.run(
+                        request("w", n("w", "testpack/wait", {"seconds": 600})), listener
+                    )
+
+            tg.start_soon(run_wait)
+            await listener.first_progress.wait()
+            worker = engine.supervisor.workers()["testpack"]
+            started = time.monotonic()
+            scope.cancel()
+        # the worker acknowledged the cancel (else we would have waited out the 60 s grace)
+        assert time.monotonic() - started < 10
+        assert scope.cancelled_caught
+        assert worker.alive and not worker.running
+        assert engine.supervisor.workers()["testpack"] is worker
+
+
+async def test_a_hanging_node_times_out_and_the_host_carries_on(settings):
+    settings = replace(settings, call_timeout=1.0, cancel_grace=0.5)
+    async with Engine.open(settings) as engine:
+        with pytest.raises(NodeFailed) as err:
+            await engine.run(request("h", n("h", "testpack/hang")))
+        assert isinstance(err.value.__cause__, CallTimedOut)
+        assert "did not finish within 1s" in str(err.value.__cause__)
+        result = await engine.run(
+            request(
+                "e",
+                n("t", "input/text", {"text": "next"}),
+                n("e", "testpack/echo", {}, text=("t", "text")),
+            )
+        )
+        assert text_of(result) == "next"
+
+
+async def test_several_calls_in_flight_in_one_worker(settings):
+    async with Engine.open(settings) as engine:
+        results: list[str] = []
+
+        async def meet(tag: str) -> None:
+            out = await engine.supervisor.call(
+                "testpack", "testpack/meet", tag, {"group": "direct", "parties": 3, "tag": tag}, {}
+            )
+            value = out["text"].value
+            assert isinstance(value, TextValue)
+            results.append(value.text)
+
+        async with anyio.create_task_group() as tg:
+            for tag in "xyz":
+                tg.start_soon(meet, tag)
+        assert sorted(r.split(" (")[1][0] for r in results) == ["x", "y", "z"]
+
+
+async def test_independent_nodes_of_a_graph_run_concurrently(settings):
+    doc = request(
+        "j",
+        n("m1", "testpack/meet", {"group": "graph", "parties": 2, "tag": "one"}),
+        n("m2", "testpack/meet", {"group": "graph", "parties": 2, "tag": "two"}),
+        n("j", "text/join", {"separator": " & "}, a=("m1", "text"), b=("m2", "text")),
+    )
+    async with Engine.open(settings) as engine:
+        text = text_of(await engine.run(doc))
+    assert text.startswith("met 2 (one") and "met 2 (two" in text
+
+
+async def test_bulk_bytes_cross_workers_through_shared_memory(settings):
+    doc = request(
+        "m",
+        n("b", "testpack/blob", {"mib": 8}),
+        n("m", "otherpack/measure", {}, image=("b", "image")),
+    )
+    async with Engine.open(settings) as engine:
+        result = await engine.run(doc)
+        blob = engine.cache.get(result.plan.node("b").key)
+    assert text_of(result) == "8388608 bytes, first 7, last 9, pages 2048"
+    assert blob is not None and type(blob["image"].value.data).__name__ == "ShmRef"
+
+
+async def test_progress_events_arrive_for_a_node(settings):
+    settings = replace(settings, input_roots=(ROOT / "examples",))
+    async with Engine.open(settings) as engine:
+        listener = Recorder()
+        doc = json.loads((ROOT / "examples" / "basics.json").read_text())
+        doc["graph"]["nodes"][3]["params"]["asset"]["path"] = str(
+            ROOT / "examples" / "assets" / "sunrise.png"
+        )
+        await engine.run(doc, listener)
+    phases = [e.phase for nid, e in listener.progress if nid == "thumb" and isinstance(e, Progress)]
+    assert phases == ["preparing", "save"]
+
+
+async def test_invalid_graph_reports_every_problem_before_anything_runs(settings):
+    doc = request(
+        "r",
+        n("t", "input/text", {"text": 5}),
+        n("x", "nope/unknown"),
+        n("r", "image/resize", {"width": 0, "height": 9000}, image=("t", "text")),
+    )
+    async with Engine.open(settings) as engine:
+        with pytest.raises(GraphInvalid) as err:
+            engine.prepare(doc)
+        assert not engine.supervisor.workers()
+    paths = {i.path for i in err.value.issues}
+    assert "$.graph.nodes[2].params.width" in paths and "$.graph.nodes[2].params.height" in paths
+    assert "$.graph.nodes[0].params.text" in paths
+    messages = " | ".join(i.message for i in err.value.issues)
+    assert "Unknown node type 'nope/unknown'." in messages
+    assert "Cannot wire text into image at r.image." in messages
+
+
+async def test_host_never_imports_torch(settings, heavy_imports):
+    async with Engine.open(settings) as engine:
+        await engine.run(
+            request(
+                "e",
+                n("t", "input/text", {"text": "x"}),
+                n("e", "testpack/echo", {}, text=("t", "text")),
+            )
+        )
+    assert heavy_imports.attempts == []
+    assert not {"torch", "diffusers", "transformers"} & set(__import__("sys").modules)

@@ -1,0 +1,100 @@
+"""Test nodes: echo, noise, wait for cancel, fail, hang, crash, meet in parallel, big blobs."""
+
+import ctypes
+import os
+import sys
+import threading
+import time
+from typing import Annotated
+
+from inline_sdk import Context, Image, NodeSpec, Output, Param, Port, hookimpl, node
+
+_barriers: dict[tuple[str, int], threading.Barrier] = {}
+_lock = threading.Lock()
+
+
+@node("testpack/echo", title="Echo", category="Test")
+def echo(
+    ctx: Context,
+    text: Annotated[str, Port("Text")],
+    *,
+    suffix: Annotated[str, Param("Suffix")] = "",
+) -> Annotated[str, Output("text", "Text")]:
+    return text + suffix
+
+
+@node("testpack/noisy", title="Noisy", category="Test")
+def noisy(
+    ctx: Context, *, lines: Annotated[int, Param("Lines", min=0)] = 1000
+) -> Annotated[str, Output("text", "Text")]:
+    for i in range(lines):
+        print(f"noise {i} \x00\x01 {'x' * 100}")
+    sys.stdout.flush()
+    os.write(1, b"\x00\x00\x00\x10raw bytes on fd 1\n")
+    return "still fine"
+
+
+@node("testpack/wait", title="Wait for cancel", category="Test")
+def wait(
+    ctx: Context, *, seconds: Annotated[float, Param("Seconds", min=0)] = 600.0
+) -> Annotated[str, Output("text", "Text")]:
+    deadline = time.monotonic() + seconds
+    step = 0
+    while time.monotonic() < deadline:
+        step += 1
+        ctx.progress(step, 1_000_000, status=f"waiting {step}")
+        if ctx.wait_cancelled(0.02):
+            ctx.check_cancelled()
+    return f"waited {step} steps"
+
+
+@node("testpack/fail", title="Fail", category="Test")
+def fail(
+    ctx: Context, *, message: Annotated[str, Param("Message")] = "boom"
+) -> Annotated[str, Output("text", "Text")]:
+    def deep() -> str:
+        raise ValueError(message)
+
+    return deep()
+
+
+@node("testpack/hang", title="Hang", category="Test")
+def hang(ctx: Context) -> Annotated[str, Output("text", "Text")]:
+    threading.Event().wait()  # never checks for cancellation
+    return "unreachable"
+
+
+@node("testpack/segfault", title="Segfault", category="Test")
+def segfault(ctx: Context) -> Annotated[str, Output("text", "Text")]:
+    ctypes.string_at(0)
+    return "unreachable"
+
+
+@node("testpack/meet", title="Meet", category="Test")
+def meet(
+    ctx: Context,
+    *,
+    group: Annotated[str, Param("Group")] = "g",
+    parties: Annotated[int, Param("Parties", min=1)] = 3,
+    tag: Annotated[str, Param("Tag")] = "",
+) -> Annotated[str, Output("text", "Text")]:
+    with _lock:
+        barrier = _barriers.setdefault((group, parties), threading.Barrier(parties))
+    index = barrier.wait(timeout=30)  # raises BrokenBarrierError unless all calls overlap
+    return f"met {parties} ({tag}, {index})"
+
+
+@node("testpack/blob", title="Blob", category="Test", output_kind="image")
+def blob(
+    ctx: Context, *, mib: Annotated[float, Param("MiB", min=0)] = 1.0
+) -> Annotated[Image, Output("image", "Image")]:
+    size = int(mib * 1024 * 1024)
+    data = bytearray(size)
+    if size:
+        data[0], data[-1] = 7, 9
+    return Image(data, "bin")
+
+
+@hookimpl
+def inline_nodes() -> list[NodeSpec]:
+    return [echo, noisy, wait, fail, hang, segfault, meet, blob]
