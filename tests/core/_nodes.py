@@ -18,7 +18,7 @@ def input_text(
 
 @node("input/image", title="Image", category="Input")
 def input_image(
-    ctx: Context, *, asset: Annotated[dict[str, Any], Param("Asset", internal=True)] = {}
+    ctx: Context, *, asset: Annotated[dict[str, Any] | None, Param("Asset", internal=True)] = None
 ) -> Annotated[Image, Output("image", "Image")]:
     raise NotImplementedError
 
@@ -106,7 +106,7 @@ class Embedding(msgspec.Struct, tag="embedding"):
 def styled(
     ctx: Context,
     *,
-    extras: Annotated[list[Lora | Embedding], Param("Extras", widget="text")] = [],
+    extras: Annotated[tuple[Lora | Embedding, ...], Param("Extras", widget="text")] = (),
     scale: Annotated[float, Param("Scale", min=0, max=1)] = 0.5,
     limit: Annotated[int | None, Param("Limit", widget="number")] = None,
     flag: Annotated[bool, Param("Flag")] = False,
@@ -141,7 +141,11 @@ def edge(source: str, output: str) -> dict[str, str]:
 
 
 def text_to_image(
-    *, text: str = "a lighthouse", width: int = 1024, seed: int = 7, ids: tuple[str, str] = ("p", "g")
+    *,
+    text: str = "a lighthouse",
+    width: int = 1024,
+    seed: int = 7,
+    ids: tuple[str, str] = ("p", "g"),
 ) -> dict[str, Any]:
     """A two-node graph: input/text -> test/generate."""
     p, g = ids

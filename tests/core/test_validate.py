@@ -195,7 +195,10 @@ def test_list_ports_take_many_edges_and_single_images() -> None:
         node(
             "g",
             "test/generate",
-            inputs={"prompt": edge("t", "text"), "image": [edge("i", "image"), edge("i2", "image")]},
+            inputs={
+                "prompt": edge("t", "text"),
+                "image": [edge("i", "image"), edge("i2", "image")],
+            },
         ),
     ]
     validate(parse_graph({"schemaVersion": 1, "nodes": nodes}), "g", catalog())

@@ -286,3 +286,59 @@ async def test_host_never_imports_torch(settings, heavy_imports):
         )
     assert heavy_imports.attempts == []
     assert not {"torch", "diffusers", "transformers"} & set(__import__("sys").modules)
+
+
+async def test_handles_pass_by_reference_and_are_released_on_eviction(settings):
+    settings = replace(settings, cache_entries=2)
+    async with Engine.open(settings) as engine:
+        made = request(
+            "u",
+            n("m", "testpack/make-model", {"label": "one"}),
+            n("u", "testpack/use-model", {}, model=("m", "model")),
+        )
+        result = await engine.run(made)
+        made_out = engine.cache.get(result.plan.node("m").key)
+        assert made_out is not None
+        assert text_of(result) == made_out["ident"].value.text  # the very same object
+
+        async def live(nonce: int) -> int:
+            out = await engine.run(request("l", n("l", "testpack/live-models", {"nonce": nonce})))
+            return int(text_of(out))
+
+        assert await live(1) == 1
+        # two more entries evict the model's; the host tells the worker to release it
+        await live(2)
+        await live(3)
+        assert result.plan.node("m").key not in engine.cache
+        assert await live(4) == 0
+
+
+async def test_previews_reach_the_listener(settings):
+    async with Engine.open(settings) as engine:
+        listener = Recorder()
+        await engine.run(request("p", n("p", "testpack/preview")), listener)
+    previews = [e for _, e in listener.progress if type(e).__name__ == "Preview"]
+    assert len(previews) == 1 and previews[0].image.data.data.endswith(b"preview")
+
+
+async def test_a_pack_that_cannot_serve_is_a_clear_error(settings, tmp_path):
+    broken = tmp_path / "brokenpack"
+    (broken / "src" / "inline_brokenpack").mkdir(parents=True)
+    (broken / "pyproject.toml").write_text(
+        (ROOT / "tests" / "packs" / "otherpack" / "pyproject.toml")
+        .read_text()
+        .replace("otherpack", "brokenpack")
+    )
+    (broken / "src" / "inline_brokenpack" / "__init__.py").write_text(
+        "import definitely_not_installed_module\n"
+    )
+    from inline_registry import HandshakeFailed, ensure_env, probe
+
+    env = ensure_env(
+        __import__("inline_registry").read_pack_source(broken, first_party=False),
+        settings.packs_dir,
+    )
+    with pytest.raises(HandshakeFailed) as err:
+        probe(env, timeout=60)
+    assert "brokenpack" in str(err.value)
+    assert "No module named 'definitely_not_installed_module'" in str(err.value)

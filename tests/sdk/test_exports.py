@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -33,3 +34,23 @@ def test_sdk_imports_only_stdlib_msgspec_and_pluggy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     # typing_extensions is msgspec's own dependency, imported by msgspec itself
     assert set(eval(out.stdout)) <= {"inline_sdk", "msgspec", "pluggy", "typing_extensions"}
+
+
+def test_sdk_installs_and_imports_alone_in_a_bare_venv(tmp_path):
+    from uv import find_uv_bin
+
+    root = Path(__file__).resolve().parents[2]
+    venv = tmp_path / "bare"
+    uv = find_uv_bin()
+    subprocess.run([uv, "venv", "--quiet", "--python", sys.executable, str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run(
+        [uv, "pip", "install", "--quiet", "--python", str(python), str(root / "sdk")], check=True
+    )
+    code = (
+        "import sys, inline_sdk, inline_sdk.protocol\n"
+        "import importlib.metadata as md\n"
+        "print(sorted(d.metadata['Name'] for d in md.distributions()))\n"
+    )
+    out = subprocess.run([str(python), "-c", code], capture_output=True, text=True, check=True)
+    assert eval(out.stdout) == ["inline-sdk", "msgspec", "pluggy"]

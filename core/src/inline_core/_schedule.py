@@ -95,7 +95,11 @@ async def execute_plan(
             sole = _sole(group)
             if sole is None:
                 raise
-            raise sole from sole.__cause__
+            context = sole.__context__
+            try:
+                raise sole  # the group is an artefact of the task group: keep the original context
+            finally:
+                sole.__context__ = context
         return run.outputs[plan.target]
     finally:
         for key in keys:

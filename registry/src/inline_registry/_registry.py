@@ -14,7 +14,7 @@ from inline_sdk import Descriptor
 from inline_sdk.protocol import Welcome
 
 from ._envs import PackEnv, PackSource, ensure_env, read_pack_source
-from ._errors import NodeConflict
+from ._errors import NodeConflict, RegistryError
 from ._handshake import probe
 
 
@@ -41,6 +41,8 @@ class MergedRegistry:
     entries: dict[str, NodeEntry]
     version: str
     order: tuple[str, ...] = field(default=())
+    #: Packs that could not be registered, with the reason (they serve no nodes).
+    failed: dict[str, str] = field(default_factory=dict)
 
     def lookup(self, node_type: str) -> NodeEntry | None:
         """The entry for ``node_type`` (the core's ``NodeCatalog`` protocol)."""
@@ -84,23 +86,29 @@ def with_source(descriptor: Descriptor, source: PackSource) -> Descriptor:
     return msgspec.structs.replace(descriptor, source=label)
 
 
-def merge(infos: Iterable[tuple[PackInfo, Welcome]]) -> MergedRegistry:
-    """Merge packs' descriptors; raises ``NodeConflict`` naming both packs of a duplicate id."""
+def merge(
+    infos: Iterable[tuple[PackInfo, Welcome]], failed: dict[str, str] | None = None
+) -> MergedRegistry:
+    """Merge packs' descriptors. A pack claiming an id another pack already has is refused
+    whole (``NodeConflict`` naming both, kept in ``failed``); the others are served."""
     packs: dict[str, PackInfo] = {}
     entries: dict[str, NodeEntry] = {}
     order: list[str] = []
+    failed = dict(failed or {})
     h = hashlib.sha256()
     for info, welcome in infos:
+        served = [with_source(d, info.env.source) for d in welcome.descriptors]
+        clash = next((d.type for d in served if d.type in entries), None)
+        if clash is not None:
+            failed[info.name] = str(NodeConflict(clash, entries[clash].pack, info.name))
+            continue
         packs[info.name] = info
-        for d in welcome.descriptors:
-            served = with_source(d, info.env.source)
-            if served.type in entries:
-                raise NodeConflict(served.type, entries[served.type].pack, info.name)
-            entries[served.type] = NodeEntry(served, info.name, welcome.pack_version)
-            order.append(served.type)
-            h.update(msgspec.json.encode(served))
+        for d in served:
+            entries[d.type] = NodeEntry(d, info.name, welcome.pack_version)
+            order.append(d.type)
+            h.update(msgspec.json.encode(d))
             h.update(f"{info.name}@{welcome.pack_version}".encode())
-    return MergedRegistry(packs, entries, "r_" + h.hexdigest()[:8], tuple(order))
+    return MergedRegistry(packs, entries, "r_" + h.hexdigest()[:8], tuple(order), failed)
 
 
 def load_registry(
@@ -109,16 +117,22 @@ def load_registry(
     *,
     say: Callable[[str], None] | None = None,
 ) -> MergedRegistry:
-    """Build (or reuse) every pack's venv, take (or reuse) its handshake, merge the nodes."""
+    """Build (or reuse) every pack's venv, take (or reuse) its handshake, merge the nodes.
+
+    A pack that fails (build, import, handshake, SDK major) is kept in ``failed`` with its
+    reason and serves nothing; the other packs are not affected.
+    """
     found: list[tuple[PackInfo, Welcome]] = []
+    failed: dict[str, str] = {}
     for source in pack_sources(extra):
-        env = ensure_env(source, packs_dir, say=say)
-        welcome = probe(env)
-        info = PackInfo(
-            env,
-            welcome.pack_version,
-            welcome.sdk_version,
-            tuple(d.type for d in welcome.descriptors),
-        )
-        found.append((info, welcome))
-    return merge(found)
+        try:
+            env = ensure_env(source, packs_dir, say=say)
+            welcome = probe(env)
+        except RegistryError as exc:
+            failed[source.name] = str(exc)
+            if say is not None:
+                say(f"warning: pack '{source.name}' is unavailable: {exc}")
+            continue
+        types = tuple(d.type for d in welcome.descriptors)
+        found.append((PackInfo(env, welcome.pack_version, welcome.sdk_version, types), welcome))
+    return merge(found, failed)

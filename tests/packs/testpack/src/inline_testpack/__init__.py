@@ -1,14 +1,17 @@
 """Test nodes: echo, noise, wait for cancel, fail, hang, crash, meet in parallel, big blobs."""
 
 import ctypes
+import gc
 import os
 import sys
 import threading
 import time
-from typing import Annotated
+import weakref
+from typing import Annotated, Any, NamedTuple
 
 from inline_sdk import Context, Image, NodeSpec, Output, Param, Port, hookimpl, node
 
+_live: "weakref.WeakSet[Tracked]" = weakref.WeakSet()
 _barriers: dict[tuple[str, int], threading.Barrier] = {}
 _lock = threading.Lock()
 
@@ -95,6 +98,49 @@ def blob(
     return Image(data, "bin")
 
 
+class Tracked:
+    """An engine object whose lifetime the tests watch."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        _live.add(self)
+
+
+class Made(NamedTuple):
+    model: Annotated[Any, Output(label="Model", kind="model")]
+    ident: str
+
+
+@node("testpack/make-model", title="Make model", category="Test")
+def make_model(ctx: Context, *, label: Annotated[str, Param("Label")] = "m") -> Made:
+    obj = Tracked(label)
+    return Made(obj, str(id(obj)))
+
+
+@node("testpack/use-model", title="Use model", category="Test")
+def use_model(
+    ctx: Context, model: Annotated[Any, Port("Model", kind="model")]
+) -> Annotated[str, Output("text", "Text")]:
+    return str(id(model))
+
+
+@node("testpack/live-models", title="Live models", category="Test")
+def live_models(
+    ctx: Context, *, nonce: Annotated[int, Param("Nonce")] = 0
+) -> Annotated[str, Output("text", "Text")]:
+    gc.collect()
+    return str(len(_live))
+
+
+@node("testpack/preview", title="Preview", category="Test", output_kind="image")
+def preview(ctx: Context) -> Annotated[Image, Output("image", "Image")]:
+    png = b"\x89PNG\r\n\x1a\npreview"
+    ctx.preview(png)
+    ctx.progress(1, 1)
+    return Image(png)
+
+
 @hookimpl
 def inline_nodes() -> list[NodeSpec]:
-    return [echo, noisy, wait, fail, hang, segfault, meet, blob]
+    return [echo, noisy, wait, fail, hang, segfault, meet, blob, make_model, use_model,
+            live_models, preview]

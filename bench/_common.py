@@ -1,0 +1,52 @@
+"""Shared by the benchmarks: an engine over the bench packs, and the JSON result file."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+RESULTS = HERE / "results"
+BENCH_PACKS = (HERE / "packs" / "benchpack", HERE / "packs" / "benchsink")
+
+
+def bench_settings() -> Any:
+    """Host settings with the bench packs registered (data under .inline/ unless overridden)."""
+    from inline_host import Settings
+
+    env = dict(os.environ)
+    env.setdefault("INLINE_DATA_DIR", str(ROOT / ".inline"))
+    return replace(Settings.from_env(env), extra_packs=BENCH_PACKS)
+
+
+def median(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def write_result(name: str, figures: dict[str, Any]) -> Path:
+    """Print the figures and write ``bench/results/<name>.json`` (atomically)."""
+    figures = {
+        **figures,
+        "machine": {
+            "python": sys.version.split()[0],
+            "cpus": os.cpu_count(),
+            "platform": platform.platform(),
+        },
+    }
+    RESULTS.mkdir(exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(figures, indent=2) + "\n")
+    tmp.replace(path)
+    for key, value in figures.items():
+        if key != "machine":
+            print(f"{key:>24}: {value}")
+    print(f"wrote {path}")
+    return path
