@@ -222,3 +222,18 @@ async def test_identical_nodes_run_once() -> None:
     assert sorted(listener.finished().items()) == sorted(
         {"xy": False, "x": executor.calls["x"] == 0, "y": executor.calls["y"] == 0}.items()
     )
+
+
+async def test_nothing_upstream_of_a_cached_node_runs_again() -> None:
+    executor, cache = TextExecutor(), OutputCache(max_entries=10)
+    first = chain()
+    await execute_plan(first, executor, cache, NullListener())
+    # only the target's output survives (an eviction, a restart with a durable store...)
+    kept = cache.get(first.node("top").key)
+    cache.clear()
+    assert kept is not None
+    cache.put(first.node("top").key, kept)
+    listener = Recorder()
+    assert await execute_plan(chain(), executor, cache, listener) == {"text": "a b a"}
+    assert executor.calls == Counter({"x": 1, "y": 1, "xy": 1, "top": 1})
+    assert listener.finished() == {"top": True}

@@ -77,10 +77,12 @@ async def execute_plan(
 ) -> dict[str, Any]:
     """Run ``plan`` and return the target node's outputs.
 
-    Nodes whose key is cached are not executed; every computed node's outputs are stored in
-    ``cache``; the plan's keys stay pinned until the run ends. A node that raises ends the run:
-    the other nodes are cancelled and its exception propagates, wrapped in ``NodeFailed``
-    unless it already is an ``InlineCoreError``.
+    Work is pulled from the target: a node whose key is cached is not executed, and neither is
+    anything upstream of it that nothing else needs (a cached result needs no inputs). Independent
+    upstream nodes run concurrently. Every computed node's outputs are stored in ``cache``; the
+    plan's keys stay pinned until the run ends. A node that raises ends the run: the other nodes
+    are cancelled and its exception propagates, wrapped in ``NodeFailed`` unless it already is an
+    ``InlineCoreError``.
     """
     keys = [n.key for n in plan.nodes]
     for key in keys:
@@ -88,19 +90,16 @@ async def execute_plan(
     try:
         run = _Run(executor, cache, listener, plan)
         try:
-            async with anyio.create_task_group() as tg:
-                for node in plan.nodes:
-                    tg.start_soon(run.run_node, node, name=f"inline node {node.id}")
+            return await run.pull(plan.target)
         except BaseExceptionGroup as group:
             sole = _sole(group)
             if sole is None:
                 raise
             context = sole.__context__
             try:
-                raise sole  # the group is an artefact of the task group: keep the original context
+                raise sole  # the group is an artefact of the task groups: keep the original
             finally:
                 sole.__context__ = context
-        return run.outputs[plan.target]
     finally:
         for key in keys:
             cache.unpin(key)
@@ -115,29 +114,40 @@ class _Run:
         self.executor = executor
         self.cache = cache
         self.listener = listener
+        self.plan = plan
         self.sink = _Sink(listener)
         self.outputs: dict[str, dict[str, Any]] = {}
-        self.done = {n.id: anyio.Event() for n in plan.nodes}
+        self.started: dict[str, anyio.Event] = {}
         # Two nodes of one plan may share a key (the same computation twice): run it once.
         self.running: dict[str, anyio.Event] = {}
         self.by_key: dict[str, dict[str, Any]] = {}
 
-    async def run_node(self, node: PlannedNode) -> None:
-        for dep in node.deps:
-            await self.done[dep].wait()
+    async def pull(self, node_id: str) -> dict[str, Any]:
+        """The node's outputs: from the cache, or computed after pulling its inputs."""
+        event = self.started.get(node_id)
+        if event is not None:
+            await event.wait()
+            return self.outputs[node_id]
+        event = self.started[node_id] = anyio.Event()
+        node = self.plan.node(node_id)
         outputs = self.cache.get(node.key)
         cached = outputs is not None
         if outputs is None and (twin := self.running.get(node.key)) is not None:
             await twin.wait()
             outputs, cached = self.by_key[node.key], True
         if outputs is None:
+            finished = self.running[node.key] = anyio.Event()
+            async with anyio.create_task_group() as tg:
+                for dep in node.deps:
+                    tg.start_soon(self.pull, dep, name=f"inline node {dep}")
             outputs = await self._compute(node)
-        self.outputs[node.id] = outputs
+            finished.set()
+        self.outputs[node_id] = outputs
         self.listener.node_finished(node, outputs, cached)
-        self.done[node.id].set()
+        event.set()
+        return outputs
 
     async def _compute(self, node: PlannedNode) -> dict[str, Any]:
-        finished = self.running[node.key] = anyio.Event()
         inputs = {
             port: [self.outputs[edge.source][edge.output] for edge in edges]
             for port, edges in node.inputs.items()
@@ -156,7 +166,6 @@ class _Run:
             raise NodeFailed(node.id, node.type, exc) from exc
         self.cache.put(node.key, outputs)
         self.by_key[node.key] = outputs
-        finished.set()
         return outputs
 
 

@@ -220,12 +220,12 @@ class WorkerProcess:
                 self._first = None
             return
         cid = getattr(msg, "id", None)
-        target = self.pending.get(cid) if cid is not None else None
-        if target is not None:
-            try:
-                target.send_nowait(msg)
-            except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                self.pending.pop(cid, None)
+        if not isinstance(cid, int) or (target := self.pending.get(cid)) is None:
+            return  # a late message of a call that already ended
+        try:
+            target.send_nowait(msg)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self.pending.pop(cid, None)
 
     async def _died(self) -> None:
         self.alive = False
@@ -259,7 +259,7 @@ class WorkerProcess:
         assert self._stream is not None
         frame = self.codec.encode(msg)
         async with self._send_lock:
-            await self._stream.send(frame)
+            await self._stream.send(bytes(frame))
 
     async def stop(self) -> None:
         """Ask the worker to exit; kill it if it does not within a few seconds."""

@@ -41,7 +41,7 @@ class FrameCodec(Generic[T]):
             raise FrameTooLarge(size, self.limit)
         return size
 
-    def decode(self, payload: bytes | memoryview) -> T:
+    def decode(self, payload: bytes | bytearray | memoryview) -> T:
         """Decode one payload; raises ``ProtocolError`` on anything outside the union."""
         try:
             return self._decoder.decode(payload)

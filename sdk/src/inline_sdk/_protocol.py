@@ -83,7 +83,7 @@ class RemoteError(msgspec.Struct, frozen=True):
 
 
 # host -> worker -------------------------------------------------------------------------------
-class Hello(_Msg, tag="hello"):
+class Hello(_Msg, frozen=True, tag="hello"):
     """First message: the host's protocol and the worker's configuration."""
 
     protocol: int
@@ -98,7 +98,7 @@ class Hello(_Msg, tag="hello"):
     max_threads: int = 8
 
 
-class Call(_Msg, tag="call"):
+class Call(_Msg, frozen=True, tag="call"):
     """Run one node. ``inputs`` maps a port id to its values in edge order."""
 
     id: int
@@ -108,19 +108,19 @@ class Call(_Msg, tag="call"):
     inputs: dict[str, list[Value]]
 
 
-class Cancel(_Msg, tag="cancel"):
+class Cancel(_Msg, frozen=True, tag="cancel"):
     """Ask a running call to stop at its next cancellation check."""
 
     id: int
 
 
-class Release(_Msg, tag="release"):
+class Release(_Msg, frozen=True, tag="release"):
     """Drop handles (engine objects, shared-memory regions) from the worker's table."""
 
     handles: list[int]
 
 
-class Shutdown(_Msg, tag="shutdown"):
+class Shutdown(_Msg, frozen=True, tag="shutdown"):
     """Finish and exit."""
 
 
@@ -128,7 +128,7 @@ ToWorker = Hello | Call | Cancel | Release | Shutdown
 
 
 # worker -> host -------------------------------------------------------------------------------
-class Welcome(_Msg, tag="welcome"):
+class Welcome(_Msg, frozen=True, tag="welcome"):
     """The handshake answer: who the pack is and what nodes it provides."""
 
     protocol: int
@@ -139,13 +139,13 @@ class Welcome(_Msg, tag="welcome"):
     pid: int
 
 
-class Refused(_Msg, tag="refused"):
+class Refused(_Msg, frozen=True, tag="refused"):
     """The worker cannot serve (protocol mismatch, pack failed to load or declare its nodes)."""
 
     error: RemoteError
 
 
-class Progress(_Msg, tag="progress"):
+class Progress(_Msg, frozen=True, tag="progress"):
     """Progress of a running call."""
 
     id: int
@@ -156,28 +156,28 @@ class Progress(_Msg, tag="progress"):
     step_count: int | None = None
 
 
-class Preview(_Msg, tag="preview"):
+class Preview(_Msg, frozen=True, tag="preview"):
     """A small preview image of a running call."""
 
     id: int
     image: MediaValue
 
 
-class Done(_Msg, tag="done"):
+class Done(_Msg, frozen=True, tag="done"):
     """A call finished; ``outputs`` maps output port ids to values."""
 
     id: int
     outputs: dict[str, Value]
 
 
-class Failed(_Msg, tag="failed"):
+class Failed(_Msg, frozen=True, tag="failed"):
     """A call raised."""
 
     id: int
     error: RemoteError
 
 
-class CallCancelled(_Msg, tag="cancelled"):
+class CallCancelled(_Msg, frozen=True, tag="cancelled"):
     """A call stopped because it was cancelled."""
 
     id: int

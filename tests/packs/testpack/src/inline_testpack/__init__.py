@@ -142,5 +142,17 @@ def preview(ctx: Context) -> Annotated[Image, Output("image", "Image")]:
 
 @hookimpl
 def inline_nodes() -> list[NodeSpec]:
-    return [echo, noisy, wait, fail, hang, segfault, meet, blob, make_model, use_model,
-            live_models, preview]
+    return [
+        echo,
+        noisy,
+        wait,
+        fail,
+        hang,
+        segfault,
+        meet,
+        blob,
+        make_model,
+        use_model,
+        live_models,
+        preview,
+    ]
