@@ -25,6 +25,6 @@ def test_ruff_format_is_clean():
 
 
 def test_pyright_basic_is_clean_on_sdk_and_core():
-    proc = run(str(BIN / "pyright"), "sdk/src", "core/src")
+    proc = run(str(BIN / "pyright"), "--pythonpath", sys.executable, "sdk/src", "core/src")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "0 errors" in proc.stdout
