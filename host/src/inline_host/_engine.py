@@ -21,10 +21,9 @@ from inline_core import (
     execute_plan,
     parse_request,
     plan,
-    validate,
 )
 from inline_registry import MergedRegistry, load_registry
-from inline_sdk import HANDLE_KINDS
+from inline_sdk import HANDLE_KINDS, Descriptor
 from inline_sdk.protocol import (
     HandleValue,
     InlineBytes,
@@ -36,6 +35,7 @@ from inline_sdk.protocol import (
 )
 
 from ._blobs import BlobStore
+from ._catalogs import ModelCatalogs, serve_descriptor
 from ._errors import InlineHostError
 from ._settings import Settings
 from ._supervisor import HostValue, Supervisor
@@ -92,6 +92,7 @@ class Engine:
         self.cache = cache
         self.blobs = BlobStore(settings.blobs_dir)
         self.executor = PackExecutor(supervisor)
+        self.catalogs = ModelCatalogs(settings.models_roots)
         self._reader = SegmentReader()
         self._file_hashes: dict[tuple[str, int, int], str] = {}
 
@@ -104,6 +105,7 @@ class Engine:
         settings = settings or Settings.from_env()
         for d in (settings.data_dir, settings.models_dir, settings.blobs_dir):
             d.mkdir(parents=True, exist_ok=True)
+        ModelCatalogs(settings.models_roots).ensure_folders()
         registry = await anyio.to_thread.run_sync(
             lambda: load_registry(settings.packs_dir, settings.extra_packs, say=say)
         )
@@ -148,11 +150,32 @@ class Engine:
             )
         )
 
+    # descriptors ----------------------------------------------------------------------------
+    def descriptors(self) -> list[Descriptor]:
+        """Every node's descriptor as served now (pickers filled from the models dir)."""
+        return [
+            serve_descriptor(d, self.registry.node_manifest(d.type), self.catalogs)
+            for d in self.registry.descriptors()
+        ]
+
+    def descriptor(self, node_type: str) -> Descriptor | None:
+        """One node's descriptor as served now, or None for an unknown type."""
+        entry = self.registry.lookup(node_type)
+        if entry is None:
+            return None
+        return serve_descriptor(
+            entry.descriptor, self.registry.node_manifest(node_type), self.catalogs
+        )
+
+    def registry_version(self) -> str:
+        """Changes whenever the served descriptors could: nodes, packs or installed models."""
+        h = hashlib.sha256(f"{self.registry.version}|{self.catalogs.fingerprint()}".encode())
+        return "r_" + h.hexdigest()[:8]
+
     # runs -------------------------------------------------------------------------------------
     def prepare(self, request: Any) -> Plan:
         """Parse, validate and plan a run request; raises the kernel's typed errors."""
         graph, target = parse_request(request)
-        validate(graph, target, self.registry)
         return plan(graph, target, self.registry, fingerprint=self._fingerprint)
 
     async def run(self, request: Any, listener: RunListener | None = None) -> RunResult:

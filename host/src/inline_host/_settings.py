@@ -30,6 +30,7 @@ class Settings:
     cancel_grace: float = 10.0
     cache_entries: int = 256
     extra_packs: tuple[Path, ...] = field(default=())
+    extra_models_dirs: tuple[Path, ...] = field(default=())
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -43,7 +44,13 @@ class Settings:
             roots = tuple(Path(p).absolute() for p in roots_raw.split(os.pathsep) if p)
         else:
             roots = (cwd, data_dir / "inputs", Path.home())
+        extra_models = tuple(
+            Path(p).absolute()
+            for p in env.get("INLINE_EXTRA_MODELS_DIRS", "").split(os.pathsep)
+            if p
+        )
         return cls(
+            extra_models_dirs=extra_models,
             data_dir=data_dir,
             models_dir=models_dir,
             input_roots=tuple(Path(os.path.realpath(r)) for r in roots),
@@ -51,6 +58,16 @@ class Settings:
             start_timeout=_float(env, "INLINE_WORKER_START_TIMEOUT", 120.0),
             cancel_grace=_float(env, "INLINE_CANCEL_GRACE", 10.0),
         )
+
+    @property
+    def models_roots(self) -> tuple[Path, ...]:
+        """The writable models dir first, then ``./models`` if different, then the extra ones."""
+        roots = [self.models_dir]
+        local = Path.cwd() / "models"
+        if local.is_dir() and local.absolute() != self.models_dir:
+            roots.append(local.absolute())
+        roots.extend(d for d in self.extra_models_dirs if d not in roots)
+        return tuple(roots)
 
     @property
     def packs_dir(self) -> Path:

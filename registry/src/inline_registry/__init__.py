@@ -10,6 +10,7 @@ from ._errors import (
     SdkMismatch,
 )
 from ._handshake import check_welcome, make_hello, probe, read_cached_welcome
+from ._manifest import Manifest, ModelFile, NodeManifest, parse_manifest, read_manifest
 from ._registry import (
     MergedRegistry,
     PackInfo,
@@ -23,7 +24,10 @@ from ._spawn import spawn_worker_sync, worker_command, worker_env
 __all__ = (
     "EnvBuildFailed",
     "HandshakeFailed",
+    "Manifest",
     "MergedRegistry",
+    "ModelFile",
+    "NodeManifest",
     "NodeConflict",
     "PackEnv",
     "PackInfo",
@@ -38,8 +42,10 @@ __all__ = (
     "make_hello",
     "merge",
     "pack_sources",
+    "parse_manifest",
     "probe",
     "read_cached_welcome",
+    "read_manifest",
     "read_pack_source",
     "sdk_project_dir",
     "spawn_worker_sync",

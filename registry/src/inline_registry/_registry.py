@@ -16,6 +16,7 @@ from inline_sdk.protocol import Welcome
 from ._envs import PackEnv, PackSource, ensure_env, read_pack_source
 from ._errors import NodeConflict, RegistryError
 from ._handshake import probe
+from ._manifest import Manifest, NodeManifest, read_manifest
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +27,7 @@ class PackInfo:
     version: str
     sdk_version: str
     node_types: tuple[str, ...]
+    manifest: Manifest = field(default_factory=Manifest)
 
     @property
     def name(self) -> str:
@@ -47,6 +49,12 @@ class MergedRegistry:
     def lookup(self, node_type: str) -> NodeEntry | None:
         """The entry for ``node_type`` (the core's ``NodeCatalog`` protocol)."""
         return self.entries.get(node_type)
+
+    def node_manifest(self, node_type: str) -> NodeManifest | None:
+        """What the owning pack's manifest says of ``node_type`` (model files, enabled)."""
+        entry = self.entries.get(node_type)
+        info = self.packs.get(entry.pack) if entry is not None else None
+        return info.manifest.nodes.get(node_type) if info is not None else None
 
     def descriptors(self) -> list[Descriptor]:
         """Every descriptor, in registration order."""
@@ -126,6 +134,7 @@ def load_registry(
     failed: dict[str, str] = {}
     for source in pack_sources(extra):
         try:
+            manifest = read_manifest(source.path)
             env = ensure_env(source, packs_dir, say=say)
             welcome = probe(env)
         except RegistryError as exc:
@@ -134,5 +143,6 @@ def load_registry(
                 say(f"warning: pack '{source.name}' is unavailable: {exc}")
             continue
         types = tuple(d.type for d in welcome.descriptors)
-        found.append((PackInfo(env, welcome.pack_version, welcome.sdk_version, types), welcome))
+        info = PackInfo(env, welcome.pack_version, welcome.sdk_version, types, manifest)
+        found.append((info, welcome))
     return merge(found, failed)

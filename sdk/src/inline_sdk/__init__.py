@@ -4,7 +4,7 @@ Light by design: the standard library, msgspec and pluggy only; no torch at impo
 """
 
 from ._context import Context, InputRefused
-from ._descriptor import Descriptor, Option, ParamField, PortSpec
+from ._descriptor import Descriptor, ModelStatus, Option, ParamField, PortSpec
 from ._errors import (
     Cancelled,
     FrameTooLarge,
@@ -38,6 +38,7 @@ __all__ = (
     "InputRefused",
     "Mask",
     "Media",
+    "ModelStatus",
     "NodeDeclarationError",
     "NodeSpec",
     "Option",

@@ -1,7 +1,8 @@
 """Node descriptors as they cross the wire: exactly the /v1 contract's shape (section 3.3).
 
 Field order is the reference's key order; optional fields are omitted rather than ``null``,
-except ``outputKind`` which is always present. ``version`` and ``paramsSchema`` are our additions.
+except ``outputKind`` which is always present. ``version``, ``paramsSchema`` and ``models``
+(served only when the node needs model files) are our additions.
 """
 
 from __future__ import annotations
@@ -44,6 +45,20 @@ class ParamField(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, 
     kind: str
 
 
+class ModelStatus(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):
+    """A model file a node needs, and whether the models dir has it (our addition)."""
+
+    label: str
+    category: str
+    file: str
+    present: bool
+    required: bool = True
+    param: str | None = None
+    repo: str | None = None
+    path: str | None = None
+    size: int | None = None
+
+
 class Descriptor(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, rename="camel"):
     """A node type as served by ``GET /v1/models``."""
 
@@ -59,6 +74,7 @@ class Descriptor(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, 
     hidden: bool = False
     version: str
     params_schema: dict[str, Any]
+    models: tuple[ModelStatus, ...] = ()
 
     def input(self, port_id: str) -> PortSpec | None:
         """The input port named ``port_id``, if declared."""

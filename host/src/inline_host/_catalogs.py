@@ -1,0 +1,147 @@
+"""Model catalogs: the folders of the models roots (ComfyUI layout), scanned on demand.
+
+A catalog is one subfolder (``diffusion_models``, ``vae``, ...). Weight files are listed by bare
+name, folders holding weights (diffusers layouts, shards) by folder name. A category is rescanned
+when its folder's mtime changes, so a file dropped in while the host runs appears without a
+restart. Names with path traversal are refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Final
+
+import msgspec
+from inline_registry import NodeManifest
+from inline_sdk import Descriptor, ModelStatus, Option
+
+WEIGHT_SUFFIXES: Final = frozenset(
+    {".safetensors", ".ckpt", ".pt", ".pth", ".bin", ".gguf", ".onnx"}
+)
+CATEGORIES: Final = (
+    "diffusion_models", "checkpoints", "vae", "text_encoders", "loras", "clip_vision",
+    "controlnet", "upscale_models", "latent_upscale_models", "model_patches", "embeddings",
+    "annotators", "characters",
+)  # fmt: skip
+
+
+class UnsafeName(ValueError):
+    """A model name that would leave its category folder."""
+
+
+def check_name(name: str) -> str:
+    """``name`` if it is a plain entry name of a category folder; raises ``UnsafeName``."""
+    if (
+        not name
+        or name in (".", "..")
+        or "/" in name
+        or "\\" in name
+        or "\x00" in name
+        or name.startswith(".")
+    ):
+        raise UnsafeName(f"'{name}' is not a plain model name (no folders, no '..')")
+    return name
+
+
+def _has_weights(folder: Path) -> bool:
+    for _dirpath, _dirs, files in os.walk(folder):
+        if any(Path(f).suffix.lower() in WEIGHT_SUFFIXES for f in files):
+            return True
+    return False
+
+
+def _is_weight_entry(path: Path) -> bool:
+    if path.is_file():
+        return path.suffix.lower() in WEIGHT_SUFFIXES
+    return path.is_dir() and _has_weights(path)
+
+
+class ModelCatalogs:
+    """The entries of every category across the models roots (the first root is writable)."""
+
+    def __init__(self, roots: Sequence[Path]) -> None:
+        self.roots = tuple(roots)
+        self._cache: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {}
+
+    def ensure_folders(self) -> None:
+        """Create every category folder under the writable root."""
+        for category in CATEGORIES:
+            (self.roots[0] / category).mkdir(parents=True, exist_ok=True)
+
+    def entries(self, category: str) -> tuple[str, ...]:
+        """Sorted entry names of ``category`` (first root wins on duplicates)."""
+        folders = [root / category for root in self.roots]
+        stamp = tuple(f.stat().st_mtime_ns if f.is_dir() else -1 for f in folders)
+        cached = self._cache.get(category)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        names: set[str] = set()
+        for folder in folders:
+            if not folder.is_dir():
+                continue
+            for child in folder.iterdir():
+                if child.name.startswith("."):
+                    continue
+                if category == "characters":
+                    if child.is_file() and child.suffix == ".char":
+                        names.add(child.name)
+                elif _is_weight_entry(child):
+                    names.add(child.name)
+        listing = tuple(sorted(names))
+        self._cache[category] = (stamp, listing)
+        return listing
+
+    def find(self, category: str, name: str) -> Path | None:
+        """The path of entry ``name`` of ``category``, or None; raises ``UnsafeName``."""
+        check_name(name)
+        for root in self.roots:
+            path = root / category / name
+            if path.exists():
+                return path
+        return None
+
+    def fingerprint(self, categories: Sequence[str] = CATEGORIES) -> str:
+        """A short hash of the listings (part of the registry version clients cache by)."""
+        h = hashlib.sha256()
+        for category in categories:
+            h.update(category.encode())
+            h.update("\0".join(self.entries(category)).encode())
+        return h.hexdigest()[:8]
+
+
+def serve_descriptor(
+    descriptor: Descriptor, manifest: NodeManifest | None, catalogs: ModelCatalogs
+) -> Descriptor:
+    """The descriptor as served now: pickers filled from the catalogs, defaults resolved to the
+    file the node would load, and which of its model files are present."""
+    recommended = {m.param: m for m in manifest.models if m.param} if manifest else {}
+    params = []
+    for field in descriptor.params:
+        if field.options_from is None:
+            params.append(field)
+            continue
+        names = catalogs.entries(field.options_from)
+        options = field.options + tuple(Option(value=n, label=n) for n in names)
+        default = field.default
+        rec = recommended.get(field.key)
+        if rec is not None and names:
+            default = rec.file if rec.file in names else names[0]
+        params.append(msgspec.structs.replace(field, options=options, default=default))
+    models = tuple(
+        ModelStatus(
+            label=m.label,
+            category=m.category,
+            file=m.file,
+            present=m.file in catalogs.entries(m.category),
+            required=m.required,
+            param=m.param,
+            repo=m.repo,
+            path=m.path,
+            size=m.size,
+        )
+        for m in (manifest.models if manifest else ())
+    )
+    return msgspec.structs.replace(descriptor, params=tuple(params), models=models)
