@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import anyio.abc
 from inline_core import (
+    Executor,
     GraphNode,
     NullListener,
     OutputCache,
@@ -25,10 +26,12 @@ from inline_core import (
 from inline_registry import MergedRegistry, load_registry
 from inline_sdk import HANDLE_KINDS, Descriptor
 from inline_sdk.protocol import (
+    Arena,
     HandleValue,
     InlineBytes,
     JsonValue,
     MediaValue,
+    Region,
     SegmentReader,
     ShmRef,
     TextValue,
@@ -38,7 +41,11 @@ from ._blobs import BlobStore
 from ._catalogs import ModelCatalogs, serve_descriptor
 from ._errors import InlineHostError
 from ._settings import Settings
+from ._store import TakeSource
 from ._supervisor import HostValue, Supervisor
+
+#: Host-held media up to this size travel inline in frames; larger ones via shared memory.
+INLINE_LIMIT = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +102,8 @@ class Engine:
         self.catalogs = ModelCatalogs(settings.models_roots)
         self._reader = SegmentReader()
         self._file_hashes: dict[tuple[str, int, int], str] = {}
+        self._arena: Arena | None = None
+        self._host_regions: dict[tuple[str, int], Region] = {}
 
     @classmethod
     @asynccontextmanager
@@ -125,6 +134,8 @@ class Engine:
                     yield engine
                 finally:
                     await supervisor.aclose()
+                    if engine._arena is not None:
+                        engine._arena.close()
                     tg.cancel_scope.cancel()
         except BaseExceptionGroup as group:
             # The engine's own tasks never fail; what arrives here is the caller's exception.
@@ -134,7 +145,13 @@ class Engine:
 
     # cache hygiene -------------------------------------------------------------------------------
     def _evicted(self, outputs: dict[str, Any]) -> None:
-        values = [v for v in outputs.values() if isinstance(v, HostValue)]
+        for v in outputs.values():
+            data = v.value.data if isinstance(v, HostValue) and v.pack == "host" else None
+            if isinstance(data, ShmRef) and self._arena is not None:
+                region = self._host_regions.pop((data.segment, data.offset), None)
+                if region is not None:
+                    self._arena.free(region)
+        values = [v for v in outputs.values() if isinstance(v, HostValue) and v.pack != "host"]
         if values:
             self.supervisor._tg.start_soon(self.supervisor.release, values)
 
@@ -183,10 +200,51 @@ class Engine:
         planned = self.prepare(request)
         return await self.run_plan(planned, listener)
 
-    async def run_plan(self, planned: Plan, listener: RunListener | None = None) -> RunResult:
-        """Execute an already validated plan."""
-        outputs = await execute_plan(planned, self.executor, self.cache, listener or NullListener())
+    async def run_plan(
+        self,
+        planned: Plan,
+        listener: RunListener | None = None,
+        *,
+        executor: Executor | None = None,
+    ) -> RunResult:
+        """Execute an already validated plan (through ``executor``, default the workers)."""
+        outputs = await execute_plan(
+            planned, executor or self.executor, self.cache, listener or NullListener()
+        )
         return RunResult(planned, outputs)
+
+    def restore_stored(self, planned: Plan, store: TakeSource) -> int:
+        """Put outputs stored as takes back into the cache, from the target upstream, stopping
+        at what is restored (nothing upstream of it needs to run); the number restored."""
+        restored, todo, seen = 0, [planned.target], set()
+        while todo:
+            node = planned.node(todo.pop())
+            if node.id in seen or node.key in self.cache:
+                continue
+            seen.add(node.id)
+            if self._restore(node, store):
+                restored += 1
+            else:
+                todo.extend(node.deps)
+        return restored
+
+    def _restore(self, node: PlannedNode, store: TakeSource) -> bool:
+        ports = node.descriptor.outputs
+        if node.descriptor.output_kind is None or not ports:
+            return False
+        takes = {t.port: t for t in store.takes_for_key(node.key)}
+        if any(p.id not in takes for p in ports):
+            return False
+        outputs: dict[str, Any] = {}
+        for port in ports:
+            take = takes[port.id]
+            try:
+                data = self.blobs.read(take.hash)
+            except InlineHostError:
+                return False
+            outputs[port.id] = HostValue(self._host_media(take.kind, take.ext, data), "host", 0)
+        self.cache.put(node.key, outputs)
+        return True
 
     def read_bytes(self, value: HostValue) -> bytes:
         """The bytes of a media value (copied out of shared memory)."""
@@ -197,6 +255,16 @@ class Engine:
             return v.data.data
         assert isinstance(v.data, ShmRef)
         return bytes(self._reader.view(v.data))
+
+    def _host_media(self, kind: str, ext: str, data: bytes) -> MediaValue:
+        """Media the host itself holds: inline when small, else in the host's shared memory."""
+        if len(data) <= INLINE_LIMIT:
+            return MediaValue(kind=kind, ext=ext, data=InlineBytes(data=data))
+        if self._arena is None:
+            self._arena = Arena(f"inline-{os.getpid()}-host")
+        region = self._arena.put(data)
+        self._host_regions[region.segment, region.offset] = region
+        return MediaValue(kind=kind, ext=ext, data=region.ref())
 
     def _fingerprint(self, node: GraphNode) -> str | None:
         """Content hashes of files a node's params name by path (so edits invalidate caches)."""

@@ -31,6 +31,11 @@ class Settings:
     cache_entries: int = 256
     extra_packs: tuple[Path, ...] = field(default=())
     extra_models_dirs: tuple[Path, ...] = field(default=())
+    cwd: Path = field(default_factory=Path.cwd)
+    host: str = "127.0.0.1"
+    port: int = 8848
+    token: str | None = None
+    max_upload_bytes: int = 1 << 30
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -49,7 +54,16 @@ class Settings:
             for p in env.get("INLINE_EXTRA_MODELS_DIRS", "").split(os.pathsep)
             if p
         )
+        try:
+            port = int(env.get("INLINE_PORT") or 8848)
+        except ValueError:
+            port = 8848  # the contract: a non-numeric port falls back to 8848
         return cls(
+            cwd=cwd,
+            host=env.get("INLINE_HOST") or "127.0.0.1",
+            port=port,
+            token=env.get("INLINE_TOKEN") or None,
+            max_upload_bytes=int(_float(env, "INLINE_MAX_UPLOAD_MB", 1024) * 1024 * 1024),
             extra_models_dirs=extra_models,
             data_dir=data_dir,
             models_dir=models_dir,
@@ -58,6 +72,11 @@ class Settings:
             start_timeout=_float(env, "INLINE_WORKER_START_TIMEOUT", 120.0),
             cancel_grace=_float(env, "INLINE_CANCEL_GRACE", 10.0),
         )
+
+    @property
+    def db_path(self) -> Path:
+        """The run store."""
+        return self.data_dir / "inline.db"
 
     @property
     def models_roots(self) -> tuple[Path, ...]:

@@ -140,6 +140,15 @@ def preview(ctx: Context) -> Annotated[Image, Output("image", "Image")]:
     return Image(png)
 
 
+@node("testpack/spam", title="Spam progress", category="Test", output_kind="image")
+def spam(
+    ctx: Context, *, events: Annotated[int, Param("Events", min=1)] = 2000
+) -> Annotated[Image, Output("image", "Image")]:
+    for i in range(events):
+        ctx.progress(i + 1, events, status="x" * 2000)
+    return Image(b"\x89PNG\r\n\x1a\nspam" + str(events).encode())
+
+
 @hookimpl
 def inline_nodes() -> list[NodeSpec]:
     return [
@@ -155,4 +164,5 @@ def inline_nodes() -> list[NodeSpec]:
         use_model,
         live_models,
         preview,
+        spam,
     ]

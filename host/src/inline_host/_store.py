@@ -1,0 +1,305 @@
+"""The durable run store: SQLite (WAL) under the data dir; takes' bytes live in the blob store.
+
+Every accepted run is written at submit (its request included), so a crash loses none; a node's
+takes are written when the node finishes, in one transaction with the run's link to them; the run's
+final state is written when it settles. Takes are found again by cache key, which is how an
+interrupted run resumes without redoing finished work.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Protocol
+
+import msgspec
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT NOT NULL UNIQUE,
+    target TEXT NOT NULL,
+    status TEXT NOT NULL,
+    request BLOB NOT NULL,
+    state BLOB,
+    client_run_id TEXT,
+    request_hash TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    finished_at INTEGER
+);
+CREATE INDEX IF NOT EXISTS runs_status ON runs(status);
+CREATE TABLE IF NOT EXISTS takes (
+    take_id TEXT PRIMARY KEY,
+    run_id TEXT NOT NULL,
+    node_id TEXT NOT NULL,
+    port TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    ext TEXT NOT NULL,
+    uri TEXT NOT NULL,
+    hash TEXT NOT NULL,
+    params BLOB NOT NULL,
+    cache_key TEXT NOT NULL,
+    created_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS takes_key ON takes(cache_key);
+CREATE INDEX IF NOT EXISTS takes_node ON takes(node_id, created_at);
+CREATE INDEX IF NOT EXISTS takes_run ON takes(run_id, created_at);
+CREATE TABLE IF NOT EXISTS run_takes (
+    run_id TEXT NOT NULL,
+    take_id TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    PRIMARY KEY (run_id, take_id)
+);
+"""
+
+
+class TakeRecord(msgspec.Struct, frozen=True, kw_only=True):
+    """A take as stored (``port``, ``ext`` and ``cache_key`` are not part of the /v1 shape)."""
+
+    id: str
+    run_id: str
+    node_id: str
+    port: str
+    kind: str
+    ext: str
+    uri: str
+    hash: str
+    params: dict[str, Any]
+    cache_key: str
+    created_at: int
+
+
+class StoredRun(msgspec.Struct, frozen=True, kw_only=True):
+    """A run row."""
+
+    run_id: str
+    target: str
+    status: str
+    request: dict[str, Any]
+    state: dict[str, Any] | None
+    client_run_id: str | None
+    request_hash: str
+    created_at: int
+
+
+class TakeSource(Protocol):
+    """Where stored takes are found by cache key (the store, or a test double)."""
+
+    def takes_for_key(self, cache_key: str) -> list[TakeRecord]: ...
+
+
+def now_ms() -> int:
+    """Milliseconds since the epoch."""
+    return int(time.time() * 1000)
+
+
+class RunStore:
+    """Thread-safe access to ``inline.db``; each write is one transaction."""
+
+    def __init__(self, path: Path) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        self.path = path
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA foreign_keys=ON")
+        self._db.executescript(SCHEMA)
+        self._lock = threading.Lock()
+        self._enc = msgspec.json.Encoder()
+
+    @contextmanager
+    def _tx(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self._db
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close the database."""
+        with self._lock:
+            self._db.close()
+
+    # runs -------------------------------------------------------------------------------------
+    def add_run(self, run: StoredRun) -> None:
+        """Record an accepted run (status ``queued``)."""
+        with self._tx() as db:
+            db.execute(
+                "INSERT INTO runs (run_id, target, status, request, state, client_run_id,"
+                " request_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    run.run_id,
+                    run.target,
+                    run.status,
+                    self._enc.encode(run.request),
+                    self._enc.encode(run.state),
+                    run.client_run_id,
+                    run.request_hash,
+                    run.created_at,
+                ),
+            )
+
+    def set_status(self, run_id: str, status: str) -> None:
+        """Update a run's status only (e.g. ``running``)."""
+        with self._tx() as db:
+            db.execute("UPDATE runs SET status = ? WHERE run_id = ?", (status, run_id))
+
+    def settle(self, run_id: str, status: str, state: dict[str, Any]) -> None:
+        """Write a run's final status and state."""
+        with self._tx() as db:
+            db.execute(
+                "UPDATE runs SET status = ?, state = ?, finished_at = ? WHERE run_id = ?",
+                (status, self._enc.encode(state), now_ms(), run_id),
+            )
+
+    def get_run(self, run_id: str) -> StoredRun | None:
+        """A run by id."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT run_id, target, status, request, state, client_run_id, request_hash,"
+                " created_at FROM runs WHERE run_id = ?",
+                (run_id,),
+            ).fetchone()
+        return _run(row) if row else None
+
+    def unfinished(self) -> list[StoredRun]:
+        """Runs that were queued or running, in submission order (to resume after a restart)."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT run_id, target, status, request, state, client_run_id, request_hash,"
+                " created_at FROM runs WHERE status IN ('queued', 'running') ORDER BY seq"
+            ).fetchall()
+        return [_run(r) for r in rows]
+
+    # takes ------------------------------------------------------------------------------------
+    def add_takes(self, run_id: str, takes: list[TakeRecord]) -> None:
+        """Store new takes and link them to ``run_id``, in one transaction."""
+        with self._tx() as db:
+            for t in takes:
+                db.execute(
+                    "INSERT OR IGNORE INTO takes (take_id, run_id, node_id, port, kind, ext, uri,"
+                    " hash, params, cache_key, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                    (
+                        t.id,
+                        t.run_id,
+                        t.node_id,
+                        t.port,
+                        t.kind,
+                        t.ext,
+                        t.uri,
+                        t.hash,
+                        self._enc.encode(t.params),
+                        t.cache_key,
+                        t.created_at,
+                    ),
+                )
+            self._link(db, run_id, [t.id for t in takes])
+
+    def link_takes(self, run_id: str, take_ids: list[str]) -> None:
+        """Attach existing takes (cache hits) to a run; idempotent."""
+        with self._tx() as db:
+            self._link(db, run_id, take_ids)
+
+    def _link(self, db: sqlite3.Connection, run_id: str, take_ids: list[str]) -> None:
+        (count,) = db.execute(
+            "SELECT COUNT(*) FROM run_takes WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        for take_id in take_ids:
+            cur = db.execute(
+                "INSERT OR IGNORE INTO run_takes (run_id, take_id, position) VALUES (?, ?, ?)",
+                (run_id, take_id, count),
+            )
+            count += cur.rowcount
+
+    def takes_for_key(self, cache_key: str) -> list[TakeRecord]:
+        """The newest takes stored for a cache key (one per output port)."""
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_TAKE_COLS} FROM takes WHERE cache_key = ? ORDER BY created_at DESC",
+                (cache_key,),
+            ).fetchall()
+        newest: dict[str, TakeRecord] = {}
+        for row in rows:
+            take = _take(row)
+            newest.setdefault(take.port, take)
+        return list(newest.values())
+
+    def run_takes(self, run_id: str) -> list[TakeRecord]:
+        """Every take a run reported, in arrival order."""
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {', '.join('t.' + c for c in _TAKE_COLS.split(', '))} FROM run_takes r"
+                " JOIN takes t ON t.take_id = r.take_id WHERE r.run_id = ? ORDER BY r.position",
+                (run_id,),
+            ).fetchall()
+        return [_take(r) for r in rows]
+
+    def get_take(self, take_id: str) -> TakeRecord | None:
+        """A take by id."""
+        with self._lock:
+            row = self._db.execute(
+                f"SELECT {_TAKE_COLS} FROM takes WHERE take_id = ?", (take_id,)
+            ).fetchone()
+        return _take(row) if row else None
+
+    def history(self, *, node_id: str | None, run_id: str | None, limit: int) -> list[TakeRecord]:
+        """Takes newest first, optionally of one node id and/or produced by one run."""
+        where, args = [], []
+        if node_id is not None:
+            where.append("node_id = ?")
+            args.append(node_id)
+        if run_id is not None:
+            where.append("run_id = ?")
+            args.append(run_id)
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        with self._lock:
+            rows = self._db.execute(
+                f"SELECT {_TAKE_COLS} FROM takes {clause} ORDER BY created_at DESC, rowid DESC"
+                " LIMIT ?",
+                (*args, limit),
+            ).fetchall()
+        return [_take(r) for r in rows]
+
+    def integrity_check(self) -> str:
+        """SQLite's own ``PRAGMA integrity_check`` answer (``ok`` when sound)."""
+        with self._lock:
+            return self._db.execute("PRAGMA integrity_check").fetchone()[0]
+
+
+_TAKE_COLS = "take_id, run_id, node_id, port, kind, ext, uri, hash, params, cache_key, created_at"
+
+
+def _run(row: tuple[Any, ...]) -> StoredRun:
+    return StoredRun(
+        run_id=row[0],
+        target=row[1],
+        status=row[2],
+        request=msgspec.json.decode(row[3]),
+        state=msgspec.json.decode(row[4]) if row[4] else None,
+        client_run_id=row[5],
+        request_hash=row[6],
+        created_at=row[7],
+    )
+
+
+def _take(row: tuple[Any, ...]) -> TakeRecord:
+    return TakeRecord(
+        id=row[0],
+        run_id=row[1],
+        node_id=row[2],
+        port=row[3],
+        kind=row[4],
+        ext=row[5],
+        uri=row[6],
+        hash=row[7],
+        params=msgspec.json.decode(row[8]),
+        cache_key=row[9],
+        created_at=row[10],
+    )

@@ -1,0 +1,67 @@
+"""The /v1 JSON shapes of runs, node states, takes and events (camelCase, contract field order)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class NodeState(msgspec.Struct, kw_only=True, omit_defaults=True, rename="camel"):
+    """One closure node's state in a run (contract 4.4)."""
+
+    state: str
+    fraction: float
+    phase: str | None = None
+    step: int | None = None
+    step_count: int | None = None
+    status: str | None = None
+
+
+class RunError(msgspec.Struct, frozen=True, rename="camel"):
+    """``{"nodeId": ..., "message": ...}``: both keys always present."""
+
+    node_id: str | None
+    message: str
+
+
+class Take(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A take as /v1 shows it (contract 6.1)."""
+
+    id: str
+    run_id: str
+    node_id: str
+    kind: str
+    uri: str
+    hash: str
+    params: dict[str, Any]
+    created_at: int
+
+
+class RunState(msgspec.Struct, kw_only=True, rename="camel"):
+    """The full state of a run (``GET /v1/runs/{id}`` and the websocket snapshot)."""
+
+    run_id: str
+    status: str
+    target: str
+    fraction: float
+    nodes: dict[str, NodeState]
+    takes: list[Take]
+    error: RunError | None
+
+
+class RunSummary(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """One live run in ``GET /v1/runs``."""
+
+    run_id: str
+    status: str
+    target: str
+    fraction: float
+    queue_position: int | None
+
+
+class Submitted(msgspec.Struct, frozen=True, rename="camel"):
+    """``{"runId", "status"}``: the answer to a submit or a cancel."""
+
+    run_id: str
+    status: str

@@ -1,0 +1,147 @@
+"""Durability, security and slow readers, against real server processes."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+import time
+
+import httpx
+from websockets.sync.client import connect
+
+from ._helpers import body, echo_graph, events, node
+from .conftest import free_port, start_server
+
+
+def test_kill9_with_five_runs_in_flight_then_all_finish_after_restart(tmp_path):
+    data, inputs = tmp_path / "data", tmp_path / "inputs"
+    inputs.mkdir()
+    server = start_server(data, inputs)
+    try:
+        with server.client() as c:
+            ids = []
+            # a run that blocks the queue, behind it four more (one produces a take first)
+            ids.append(
+                c.post(
+                    "/v1/runs",
+                    json=body(
+                        "e",
+                        node("b", "testpack/blob", {"mib": 1}),
+                        node("w", "testpack/wait", {"seconds": 3}),
+                        node("e", "text/join", {}, a=("w", "text"), b=("w", "text")),
+                    ),
+                ).json()["runId"]
+            )
+            for i in range(4):
+                ids.append(c.post("/v1/runs", json=echo_graph(f"run {i}")).json()["runId"])
+            with connect(f"{server.ws}/v1/runs/{ids[0]}/events") as ws:
+                while json.loads(ws.recv(timeout=60))["type"] != "progress":
+                    pass
+            statuses = {c.get(f"/v1/runs/{i}").json()["status"] for i in ids}
+            assert statuses <= {"queued", "running"}
+        server.kill9()
+        server = start_server(data, inputs)
+        with server.client() as c:
+            for run_id in ids:
+                msgs = events(server.ws, run_id)
+                assert msgs[-1]["type"] == "run_done" or msgs[0]["state"]["status"] == "done"
+                state = c.get(f"/v1/runs/{run_id}").json()
+                assert state["status"] == "done", state
+        db = sqlite3.connect(data / "inline.db")
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        rows = db.execute("SELECT run_id, take_id FROM run_takes").fetchall()
+        assert len(rows) == len(set(rows))
+    finally:
+        server.stop()
+
+
+def test_a_take_made_before_a_crash_is_reused_not_made_again(tmp_path):
+    data, inputs = tmp_path / "data", tmp_path / "inputs"
+    inputs.mkdir()
+    server = start_server(data, inputs)
+    try:
+        with server.client() as c:
+            made = c.post("/v1/runs", json=body("p", node("p", "testpack/preview")))
+            first = events(server.ws, made.json()["runId"])
+            (take,) = first[-2]["takes"]
+            server.kill9()
+        server = start_server(data, inputs)
+        with server.client() as c:
+            again = c.post("/v1/runs", json=body("p", node("p", "testpack/preview"))).json()
+            events(server.ws, again["runId"])
+            state = c.get(f"/v1/runs/{again['runId']}").json()
+            assert state["status"] == "done" and state["takes"] == [take]
+            assert state["nodes"]["p"]["state"] == "cached"  # from the store, not made again
+            assert len(c.get("/v1/takes", params={"nodeId": "p"}).json()["takes"]) == 1
+    finally:
+        server.stop()
+
+
+def test_non_loopback_needs_a_token(tmp_path):
+    data, inputs = tmp_path / "data", tmp_path / "inputs"
+    inputs.mkdir()
+    port = free_port()
+    refused = start_server(data, inputs, {"INLINE_HOST": "0.0.0.0"}, port=port, wait=False)
+    assert refused.proc.wait(timeout=60) != 0
+    assert "requires a token" in refused.log.read_text()
+    server = start_server(
+        data,
+        inputs,
+        {"INLINE_HOST": "0.0.0.0", "INLINE_TOKEN": "s3cret"},
+        port=free_port(),
+        wait=False,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                r = httpx.get(server.url + "/v1/health", timeout=2)
+                if r.status_code == 401:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized"
+        ok = httpx.get(server.url + "/v1/health", headers={"Authorization": "Bearer s3cret"})
+        assert ok.status_code == 200
+        bad = httpx.get(server.url + "/v1/models", headers={"Authorization": "Bearer nope"})
+        assert bad.status_code == 401
+        run = httpx.post(
+            server.url + "/v1/runs",
+            json=echo_graph("auth"),
+            headers={"Authorization": "Bearer s3cret"},
+        ).json()["runId"]
+        with connect(f"{server.ws}/v1/runs/{run}/events?token=s3cret") as ws:
+            assert json.loads(ws.recv(timeout=30))["type"] == "snapshot"
+    finally:
+        server.stop()
+
+
+def test_loopback_needs_no_token(client):
+    assert client.get("/v1/health").status_code == 200
+
+
+def test_a_subscriber_that_never_reads_does_not_stall_the_run(client, server):
+    r = client.post("/v1/runs", json=body("s", node("s", "testpack/spam", {"events": 3000})))
+    run_id = r.json()["runId"]
+    with connect(f"{server.ws}/v1/runs/{run_id}/events", max_size=None) as stuck:
+        # a second, attentive reader sees the run finish while the first reads nothing
+        msgs = events(server.ws, run_id)
+        assert msgs[-1]["type"] == "run_done"
+        assert client.get(f"/v1/runs/{run_id}").json()["status"] == "done"
+        # the stuck reader's backlog was coalesced, not queued event by event
+        backlog = []
+        while True:
+            msg = json.loads(stuck.recv(timeout=30))
+            backlog.append(msg["type"])
+            if msg["type"] == "run_done":
+                break
+    assert backlog[0] == "snapshot" and backlog.count("progress") <= 40
+
+
+def test_server_module_entry_point_help():
+    out = subprocess.run(
+        [sys.executable, "-m", "inline_host", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0 and "INLINE_PORT" in out.stdout
