@@ -111,6 +111,8 @@ class LiveRun:
         self.followers: list[LiveRun] = []
         self._last_progress = 0.0
         self._last_preview = 0.0
+        self.registry_version = ""
+        self.unsaved: StoredRun | None = None
 
     @property
     def finished(self) -> bool:
@@ -325,17 +327,21 @@ class RunService:
             created_at=stored.created_at,
         )
         run.add_takes([take_view(t) for t in self.store.run_takes(stored.run_id)])
+        run.registry_version = self.engine.registry.version
         return run
 
     # submit -----------------------------------------------------------------------------------
-    def submit(self, body: Any) -> tuple[LiveRun, bool]:
-        """Accept a run request; (run, created). Raises RequestInvalid, GraphInvalid, Conflict."""
+    async def submit(self, body: Any) -> tuple[LiveRun, bool]:
+        """Accept a run request; (run, created). Raises RequestInvalid, GraphInvalid, Conflict.
+
+        A run whose target is already in the output cache is settled before this returns (the
+        contract's "instant graph"), in one transaction; every other run is stored as queued
+        first, so an accepted run survives any crash.
+        """
         if not isinstance(body, dict):
             raise RequestInvalid.of("The request body must be a JSON object.", "$")
-        graph, target = parse_request(body)
-        graph_doc = body["graph"]
-        planned = self.engine.prepare({"graph": graph_doc, "target": target})
-        del graph
+        planned = self.engine.prepare(body)
+        graph_doc, target = body["graph"], planned.target
         req_hash = request_hash(graph_doc, target)
         client = body.get("clientRunId")
         client_key = None if client is None else msgspec.json.encode(client).decode()
@@ -353,21 +359,25 @@ class RunService:
             req_hash=req_hash,
             created_at=now_ms(),
         )
-        self.store.add_run(
-            StoredRun(
-                run_id=run.id,
-                target=target,
-                status="queued",
-                request=stored_request,
-                state=None,
-                client_run_id=client_key,
-                request_hash=req_hash,
-                created_at=run.created_at,
-            )
+        run.registry_version = self.engine.registry.version
+        row = StoredRun(
+            run_id=run.id,
+            target=target,
+            status="queued",
+            request=stored_request,
+            state=None,
+            client_run_id=client_key,
+            request_hash=req_hash,
+            created_at=run.created_at,
         )
         self.runs[run.id] = run
         if client_key is not None:
             self._client_ids[client_key] = run.id
+        if planned.node(target).key in self.engine.cache:
+            run.unsaved = row  # written once, settled, by _settle
+            await self._execute(run)
+            return run, True
+        self.store.add_run(row)
         self._enqueue(run)
         return run, True
 
@@ -471,11 +481,11 @@ class RunService:
             self._settle(run, "cancelled")
             return
         run.status = "running"
-        self.store.set_status(run.id, "running")
         run.publish({"type": "run_started"})
         try:
-            graph, target = parse_request(run.request)
-            validate(graph, target, self.engine.registry)  # the registry may have changed
+            if run.registry_version != self.engine.registry.version:
+                graph, target = parse_request(run.request)
+                validate(graph, target, self.engine.registry)  # nodes changed since submit
             self.engine.restore_stored(run.plan, self.store)
             with anyio.CancelScope() as scope:
                 run.scope = scope
@@ -504,7 +514,8 @@ class RunService:
     def _settle(self, run: LiveRun, status: str) -> None:
         run.status = status
         state = run.state()
-        self.store.settle(run.id, status, msgspec.to_builtins(state))
+        self.store.settle(run.id, status, msgspec.to_builtins(state), new=run.unsaved)
+        run.unsaved = None
         if status == "done":
             run.publish({"type": "run_done"})
         elif status == "cancelled":

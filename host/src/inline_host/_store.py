@@ -131,29 +131,31 @@ class RunStore:
     def add_run(self, run: StoredRun) -> None:
         """Record an accepted run (status ``queued``)."""
         with self._tx() as db:
-            db.execute(
-                "INSERT INTO runs (run_id, target, status, request, state, client_run_id,"
-                " request_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    run.run_id,
-                    run.target,
-                    run.status,
-                    self._enc.encode(run.request),
-                    self._enc.encode(run.state),
-                    run.client_run_id,
-                    run.request_hash,
-                    run.created_at,
-                ),
-            )
+            self._insert(db, run)
 
-    def set_status(self, run_id: str, status: str) -> None:
-        """Update a run's status only (e.g. ``running``)."""
-        with self._tx() as db:
-            db.execute("UPDATE runs SET status = ? WHERE run_id = ?", (status, run_id))
+    def _insert(self, db: sqlite3.Connection, run: StoredRun) -> None:
+        db.execute(
+            "INSERT INTO runs (run_id, target, status, request, state, client_run_id,"
+            " request_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                run.run_id,
+                run.target,
+                run.status,
+                self._enc.encode(run.request),
+                self._enc.encode(run.state),
+                run.client_run_id,
+                run.request_hash,
+                run.created_at,
+            ),
+        )
 
-    def settle(self, run_id: str, status: str, state: dict[str, Any]) -> None:
-        """Write a run's final status and state."""
+    def settle(
+        self, run_id: str, status: str, state: dict[str, Any], *, new: StoredRun | None = None
+    ) -> None:
+        """Write a run's final status and state (and its row, for a run not stored yet)."""
         with self._tx() as db:
+            if new is not None:
+                self._insert(db, new)
             db.execute(
                 "UPDATE runs SET status = ?, state = ?, finished_at = ? WHERE run_id = ?",
                 (status, self._enc.encode(state), now_ms(), run_id),

@@ -130,7 +130,7 @@ class RunsController(Controller):
         status_code=201,
     )
     async def submit(self, service: RunService, data: dict[str, Any]) -> Response[Submitted]:
-        run, created = service.submit(data)
+        run, created = await service.submit(data)
         return Response(Submitted(run.id, run.status), status_code=201 if created else 200)
 
     @get(summary="Unfinished runs in submission order")

@@ -1,5 +1,6 @@
 """Benchmark nodes: a trivial node, and a producer of large buffers."""
 
+import time
 from typing import Annotated
 
 from inline_sdk import Context, Image, NodeSpec, Output, Param, hookimpl, node
@@ -24,6 +25,21 @@ def produce(
     return Image(data, "bin")
 
 
+@node("benchpack/ticker", title="Ticker", category="Bench", output_kind="image")
+def ticker(
+    ctx: Context,
+    *,
+    seconds: Annotated[float, Param("Seconds", min=0)] = 10.0,
+    interval: Annotated[float, Param("Interval", min=0.001)] = 0.05,
+) -> Annotated[Image, Output("image", "Image")]:
+    """Progress events stamped with the wall clock at emission (for event latency)."""
+    steps = max(1, int(seconds / interval))
+    for i in range(steps):
+        ctx.progress(i + 1, steps, status=str(time.time_ns()))
+        time.sleep(interval)
+    return Image(b"\x89PNG\r\n\x1a\nticker")
+
+
 @hookimpl
 def inline_nodes() -> list[NodeSpec]:
-    return [noop, produce]
+    return [noop, produce, ticker]

@@ -1,0 +1,94 @@
+"""Start Inline: ``python main.py [--listen [ADDR]] [--port N] [--token T] ...``.
+
+Maps friendly flags onto ``INLINE_*`` variables, then serves /v1 (and, with
+``--front-end-root DIR``, a local single-page app at ``/``). ``./webui.sh`` sets the workspace
+up first and passes its flags here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The launcher's flags."""
+    p = argparse.ArgumentParser(
+        prog="webui.sh / main.py",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument(
+        "--listen",
+        nargs="?",
+        const="0.0.0.0",
+        metavar="ADDR",
+        help="listen beyond loopback (default address 0.0.0.0; requires --token)",
+    )
+    p.add_argument("--port", type=int, help="port (default 8848)")
+    p.add_argument("--token", help="bearer token every request must carry")
+    p.add_argument("--data-dir", help="runs, takes, blobs and pack venvs (default ./.inline)")
+    p.add_argument("--models-dir", help="model files, ComfyUI layout (default ./models)")
+    p.add_argument("--lowvram", action="store_true", help="memory profile 'lowvram'")
+    p.add_argument(
+        "--smart-memory",
+        action="store_true",
+        help="let the memory policy fit models automatically (the default)",
+    )
+    p.add_argument("--vram-budget", type=float, metavar="GB", help="cap the VRAM the engine uses")
+    p.add_argument("--multi-gpu", action="store_true", help="split one image across GPUs")
+    p.add_argument(
+        "--front-end-root", type=Path, metavar="DIR", help="serve a local SPA build from DIR at /"
+    )
+    p.add_argument(
+        "--install", action="store_true", help="set up every pack's venv, then exit without serving"
+    )
+    return p
+
+
+def apply_flags(args: argparse.Namespace, env: dict[str, str]) -> None:
+    """Write the flags into the environment the engine reads."""
+    pairs = {
+        "INLINE_HOST": args.listen,
+        "INLINE_PORT": None if args.port is None else str(args.port),
+        "INLINE_TOKEN": args.token,
+        "INLINE_DATA_DIR": args.data_dir,
+        "INLINE_MODELS_DIR": args.models_dir,
+        "INLINE_PROFILE": "lowvram" if args.lowvram else None,
+        "INLINE_VRAM_BUDGET_GB": None if args.vram_budget is None else str(args.vram_budget),
+        "INLINE_PARALLEL": "auto" if args.multi_gpu else None,
+        "INLINE_SMART_MEMORY": "1" if args.smart_memory else None,
+    }
+    env.update({k: v for k, v in pairs.items() if v is not None})
+    env.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    apply_flags(args, os.environ)  # type: ignore[arg-type]
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
+    from inline_host import Settings
+    from inline_host._server import serve
+
+    settings = Settings.from_env()
+    if args.install:
+        from inline_registry import load_registry
+
+        registry = load_registry(
+            settings.packs_dir, settings.extra_packs, say=lambda m: print(m, file=sys.stderr)
+        )
+        for name, info in registry.packs.items():
+            print(f"{name} {info.version}: {len(info.node_types)} node(s) ready")
+        for name, reason in registry.failed.items():
+            print(f"{name}: unavailable: {reason}", file=sys.stderr)
+        return 1 if registry.failed else 0
+    return serve(settings, front_end_root=args.front_end_root)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+"""What we add over the contract: previews, coalescing, OpenAPI, limits."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+from websockets.sync.client import connect
+
+from ._helpers import body, events, node
+from .conftest import start_server
+
+
+def block_queue(client, server):
+    """Start a run that holds the (FIFO) queue until cancelled; returns its id."""
+    run_id = client.post(
+        "/v1/runs", json=body("w", node("w", "testpack/wait", {"seconds": 120}))
+    ).json()["runId"]
+    with connect(f"{server.ws}/v1/runs/{run_id}/events") as ws:
+        while json.loads(ws.recv(timeout=60))["type"] != "progress":
+            pass
+    return run_id
+
+
+def test_preview_events_carry_a_small_image(client, server):
+    blocker = block_queue(client, server)
+    run_id = client.post(
+        "/v1/runs", json=body("p", node("p", "testpack/preview"), clientRunId="preview-1")
+    ).json()["runId"]
+    with connect(f"{server.ws}/v1/runs/{run_id}/events") as ws:
+        assert json.loads(ws.recv(timeout=30))["type"] == "snapshot"
+        client.delete(f"/v1/runs/{blocker}")
+        seen = []
+        while not seen or seen[-1]["type"] not in ("run_done", "error"):
+            seen.append(json.loads(ws.recv(timeout=60)))
+    preview = next(m for m in seen if m["type"] == "preview")
+    assert preview["nodeId"] == "p" and preview["image"].startswith("data:image/png;base64,")
+    assert [m["type"] for m in seen][0] == "run_started"
+
+
+def test_identical_submissions_in_flight_attach_to_one_execution(client, server):
+    blocker = block_queue(client, server)
+    doc = body("b", node("b", "testpack/blob", {"mib": 0.5}))
+    first = client.post("/v1/runs", json=doc).json()["runId"]
+    second = client.post("/v1/runs", json=doc).json()["runId"]
+    assert first != second
+    client.delete(f"/v1/runs/{blocker}")
+    events(server.ws, first)
+    events(server.ws, second)
+    a = client.get(f"/v1/runs/{first}").json()
+    b = client.get(f"/v1/runs/{second}").json()
+    assert a["status"] == b["status"] == "done"
+    assert a["takes"] == b["takes"] and len(a["takes"]) == 1
+    assert b["nodes"]["b"]["state"] == "cached"
+    history = client.get("/v1/takes", params={"nodeId": "b"}).json()["takes"]
+    assert len(history) == 1  # made once
+
+
+def test_openapi_is_published(client):
+    spec = client.get("/schema/openapi.json").json()
+    assert spec["openapi"].startswith("3.")
+    assert {"/v1/runs", "/v1/health", "/v1/assets"} <= set(spec["paths"])
+
+
+def test_oversized_uploads_are_refused(tmp_path):
+    data, inputs = tmp_path / "data", tmp_path / "inputs"
+    inputs.mkdir()
+    server = start_server(data, inputs, {"INLINE_MAX_UPLOAD_MB": "0.01"})
+    try:
+        r = httpx.post(server.url + "/v1/assets", content=b"x" * 20_000, timeout=30)
+        assert r.status_code == 413 and r.json()["error"]["code"] == "too_large"
+        ok = httpx.post(server.url + "/v1/assets", content=b"x" * 1000, timeout=30)
+        assert ok.status_code == 200
+    finally:
+        server.stop()
