@@ -19,9 +19,8 @@ import time
 from pathlib import Path
 
 import httpx
-from websockets.asyncio.client import connect
-
 from _common import BENCH_PACKS, write_result
+from websockets.asyncio.client import connect
 
 CLIENTS = 50
 SECONDS = 30.0

@@ -35,7 +35,7 @@ def test_preview_events_carry_a_small_image(client, server):
             seen.append(json.loads(ws.recv(timeout=60)))
     preview = next(m for m in seen if m["type"] == "preview")
     assert preview["nodeId"] == "p" and preview["image"].startswith("data:image/png;base64,")
-    assert [m["type"] for m in seen][0] == "run_started"
+    assert seen[0]["type"] == "run_started"
 
 
 def test_identical_submissions_in_flight_attach_to_one_execution(client, server):
