@@ -19,13 +19,41 @@ from ._errors import (
     NodeFailed,
     RequestInvalid,
 )
+from ._estimate import HeaderError, count, estimate_paths, guess_role, read_header
 from ._graph import Edge, Graph, GraphNode, parse_graph, parse_request
 from ._plan import Plan, PlannedNode, compute_key, plan, resolve_params
+from ._policy import (
+    GIB,
+    Budget,
+    Component,
+    ComponentPlan,
+    Estimate,
+    Gpu,
+    Inventory,
+    Placement,
+    activation_bytes,
+    place,
+)
 from ._schedule import Executor, NullListener, ProgressSink, RunListener, execute_plan
 from ._schema import check_params
 from ._validate import find_cycle, validate
 
 __all__ = (
+    "GIB",
+    "Budget",
+    "Component",
+    "ComponentPlan",
+    "Estimate",
+    "Gpu",
+    "HeaderError",
+    "Inventory",
+    "Placement",
+    "activation_bytes",
+    "count",
+    "estimate_paths",
+    "guess_role",
+    "place",
+    "read_header",
     "DictCatalog",
     "DocumentInvalid",
     "Edge",

@@ -23,6 +23,7 @@ from .._settings import Settings
 from .._store import RunStore
 from ._controllers import (
     AssetsController,
+    FitController,
     HealthController,
     ModelsController,
     RunsController,
@@ -140,6 +141,7 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
         RunsController,
         TakesController,
         AssetsController,
+        FitController,
         run_events,
     ]
     if front_end_root is not None:

@@ -13,6 +13,7 @@ from typing import Annotated, Any
 import anyio
 import msgspec
 import psutil
+from inline_core import HeaderError
 from litestar import (
     Controller,
     MediaType,
@@ -28,10 +29,12 @@ from litestar.params import Parameter
 from litestar.response import Stream
 
 from .._blobs import BlobStore
+from .._catalogs import CATEGORIES, UnsafeName
 from .._engine import Engine
+from .._fit import budget_from_env, fit, fit_answer, inventory_for
 from .._service import RunService, take_view
 from .._views import RunState, RunSummary, Submitted, Take
-from ._errors import not_found
+from ._errors import ApiError, not_found
 
 TAKE_ID = re.compile(r"^take_[0-9a-f]{12}$")
 CONTENT_TYPES = {
@@ -279,3 +282,47 @@ class AssetsController(Controller):
         kind = next((k for k in ("image", "video", "audio") if ctype.startswith(k + "/")), "image")
         bid = await anyio.to_thread.run_sync(engine.blobs.put_bytes, data)
         return AssetStored(id=bid, kind=kind, bytes=len(data))
+
+
+class FitController(Controller):
+    path = "/v1/fit"
+
+    @get(summary="Will these model files run here, and how? (fits / int8 / streamed / won't fit)")
+    async def fit_models(
+        self,
+        engine: Engine,
+        model: Annotated[list[str], Parameter(query="model", min_items=1, max_items=16)],
+        vram_gb: Annotated[float | None, Parameter(query="vramGb", ge=0, le=4096)] = None,
+        ram_gb: Annotated[float | None, Parameter(query="ramGb", ge=0, le=65536)] = None,
+        gpus: Annotated[int | None, Parameter(ge=0, le=64)] = None,
+        width: Annotated[int, Parameter(ge=8, le=16384)] = 1024,
+        height: Annotated[int, Parameter(ge=8, le=16384)] = 1024,
+    ) -> dict[str, Any]:
+        paths = []
+        for ref in model:
+            category, _, name = ref.partition("/")
+            try:
+                found = engine.catalogs.find(category, name) if category in CATEGORIES else None
+            except UnsafeName as exc:
+                raise ApiError(422, "invalid_request", str(exc)) from None
+            if found is None:
+                raise not_found(
+                    f"No model '{ref}' (expected <category>/<name>, e.g. "
+                    "diffusion_models/model.safetensors)."
+                )
+            paths.append(found)
+        inventory = inventory_for(vram_gb, ram_gb, gpus)
+        try:
+            placement, estimate = await anyio.to_thread.run_sync(
+                lambda: fit(
+                    paths,
+                    inventory,
+                    profile=os.environ.get("INLINE_PROFILE", "gpu-max"),
+                    budget=budget_from_env(),
+                    width=width,
+                    height=height,
+                )
+            )
+        except HeaderError as exc:
+            raise ApiError(422, "invalid_model", str(exc)) from None
+        return fit_answer(placement, estimate)
