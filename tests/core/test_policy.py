@@ -27,8 +27,9 @@ def zimage(tmp_path_factory: pytest.TempPathFactory) -> Estimate:
 
 def machine(ram_gb: float, *vram_gb: float, bf16: bool = True, nvlink: bool = False) -> Inventory:
     ram = int(ram_gb * GIB)
-    gpus = tuple(Gpu(i, f"gpu{i}", int(v * GIB), int(v * GIB), bf16, nvlink)
-                 for i, v in enumerate(vram_gb))
+    gpus = tuple(
+        Gpu(i, f"gpu{i}", int(v * GIB), int(v * GIB), bf16, nvlink) for i, v in enumerate(vram_gb)
+    )
     return Inventory(ram, ram, gpus)
 
 
@@ -48,26 +49,51 @@ def plan_of(p):
 @pytest.mark.parametrize(
     ("name", "inventory", "expected"),
     [
-        ("cpu only, 16 GB RAM", machine(16),
-         {"diffusion": ("cpu", "fp32", "int8", "resident"),
-          "text-encoder": ("cpu", "fp32", "int8", "resident"),
-          "vae": ("cpu", "fp32", "none", "resident")}),
-        ("6 GB laptop GPU, 32 GB RAM", machine(32, 6),
-         {"diffusion": ("cuda", "bf16", "none", "sequential"),
-          "text-encoder": ("cuda", "bf16", "none", "sequential"),
-          "vae": ("cuda", "bf16", "none", "sequential")}),
-        ("12 GB GPU", machine(32, 12),
-         {"diffusion": ("cuda", "bf16", "int8", "resident"),
-          "text-encoder": ("cuda", "bf16", "int8", "resident"),
-          "vae": ("cuda", "bf16", "none", "resident")}),
-        ("24 GB GPU", machine(64, 24),
-         {"diffusion": ("cuda", "bf16", "none", "resident"),
-          "text-encoder": ("cuda", "bf16", "none", "resident"),
-          "vae": ("cuda", "bf16", "none", "resident")}),
-        ("80 GB GPU", machine(128, 80),
-         {"diffusion": ("cuda", "bf16", "none", "resident"),
-          "text-encoder": ("cuda", "bf16", "none", "resident"),
-          "vae": ("cuda", "bf16", "none", "resident")}),
+        (
+            "cpu only, 16 GB RAM",
+            machine(16),
+            {
+                "diffusion": ("cpu", "fp32", "int8", "resident"),
+                "text-encoder": ("cpu", "fp32", "int8", "resident"),
+                "vae": ("cpu", "fp32", "none", "resident"),
+            },
+        ),
+        (
+            "6 GB laptop GPU, 32 GB RAM",
+            machine(32, 6),
+            {
+                "diffusion": ("cuda", "bf16", "none", "sequential"),
+                "text-encoder": ("cuda", "bf16", "none", "sequential"),
+                "vae": ("cuda", "bf16", "none", "sequential"),
+            },
+        ),
+        (
+            "12 GB GPU",
+            machine(32, 12),
+            {
+                "diffusion": ("cuda", "bf16", "int8", "resident"),
+                "text-encoder": ("cuda", "bf16", "int8", "resident"),
+                "vae": ("cuda", "bf16", "none", "resident"),
+            },
+        ),
+        (
+            "24 GB GPU",
+            machine(64, 24),
+            {
+                "diffusion": ("cuda", "bf16", "none", "resident"),
+                "text-encoder": ("cuda", "bf16", "none", "resident"),
+                "vae": ("cuda", "bf16", "none", "resident"),
+            },
+        ),
+        (
+            "80 GB GPU",
+            machine(128, 80),
+            {
+                "diffusion": ("cuda", "bf16", "none", "resident"),
+                "text-encoder": ("cuda", "bf16", "none", "resident"),
+                "vae": ("cuda", "bf16", "none", "resident"),
+            },
+        ),
     ],
 )
 def test_expected_plan_per_machine(zimage, name, inventory, expected):
