@@ -142,7 +142,10 @@ def preview(ctx: Context) -> Annotated[Image, Output("image", "Image")]:
 
 @node("testpack/spam", title="Spam progress", category="Test", output_kind="image")
 def spam(
-    ctx: Context, *, events: Annotated[int, Param("Events", min=1)] = 2000
+    ctx: Context,
+    prompt: Annotated[str | None, Port("Prompt")] = None,
+    *,
+    events: Annotated[int, Param("Events", min=1)] = 2000,
 ) -> Annotated[Image, Output("image", "Image")]:
     for i in range(events):
         ctx.progress(i + 1, events, status="x" * 2000)
