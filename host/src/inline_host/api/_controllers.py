@@ -12,7 +12,6 @@ from typing import Annotated, Any
 
 import anyio
 import msgspec
-import psutil
 from inline_core import HeaderError
 from litestar import (
     Controller,
@@ -32,6 +31,7 @@ from .._blobs import BlobStore
 from .._catalogs import CATEGORIES, UnsafeName
 from .._engine import Engine
 from .._fit import budget_from_env, fit, fit_answer, inventory_for
+from .._inventory import probe
 from .._service import RunService, take_view
 from .._views import RunState, RunSummary, Submitted, Take
 from ._errors import ApiError, not_found
@@ -55,6 +55,7 @@ class Health(msgspec.Struct, frozen=True, rename="camel"):
     schema_versions: dict[str, int]
     registry_version: str
     device: dict[str, Any]
+    workers: dict[str, Any]
 
 
 class ModelList(msgspec.Struct, frozen=True, rename="camel"):
@@ -81,13 +82,35 @@ class HealthController(Controller):
 
     @get(summary="Engine health, registry version and device budget")
     async def health(self, engine: Engine) -> Health:
-        vm = psutil.virtual_memory()
+        inventory = await anyio.to_thread.run_sync(probe)
+        budget = budget_from_env()
+        profile = os.environ.get("INLINE_PROFILE") or ("gpu-max" if inventory.gpus else "cpu")
+        mb = 1 << 20
+        gpu = inventory.gpus[0] if inventory.gpus else None
+        vram_budget = None
+        if gpu is not None:
+            vram_budget = (budget.vram_bytes or gpu.total_bytes) // mb
         device = {
-            "kind": "cpu",
-            "profile": os.environ.get("INLINE_PROFILE", "cpu"),
-            "vramBudgetMb": None,
-            "vramFreeMb": None,
-            "ramFreeMb": int(vm.available / (1 << 20)),
+            "kind": "cuda" if gpu is not None and profile != "cpu" else "cpu",
+            "profile": profile,
+            "vramBudgetMb": vram_budget,
+            "vramFreeMb": None if gpu is None else gpu.free_bytes // mb,
+            "ramFreeMb": inventory.ram_free_bytes // mb,
+            "ramTotalMb": inventory.ram_total_bytes // mb,
+            "gpus": [
+                {
+                    "index": g.index,
+                    "name": g.name,
+                    "totalMb": g.total_bytes // mb,
+                    "freeMb": g.free_bytes // mb,
+                    "bf16": g.bf16,
+                }
+                for g in inventory.gpus
+            ],
+        }
+        workers = {
+            pack: {"pid": w.pid, "generation": w.generation, "callsInFlight": len(w.running)}
+            for pack, w in engine.supervisor.workers().items()
         }
         return Health(
             ok=True,
@@ -95,6 +118,7 @@ class HealthController(Controller):
             schema_versions={"min": 1, "max": 1},
             registry_version=engine.registry_version(),
             device=device,
+            workers=workers,
         )
 
 
