@@ -132,7 +132,9 @@ def _check_inputs(
                 message = f"Cannot wire {output.kind} into {spec.kind} at {node.id}.{port_id}."
                 issues.append(_issue(message, node.id, path))
                 continue
-            if output.kind in HANDLE_KINDS and source_entry.pack != entry.pack:
+            # A portable output (a loader's file reference) is plain data: any pack may read it.
+            crosses = source_entry.pack != entry.pack and not output.portable
+            if output.kind in HANDLE_KINDS and crosses:
                 message = (
                     f"Cannot pass a {output.kind} handle from pack {source_entry.pack!r} "
                     f"(node {source.id!r}) to pack {entry.pack!r} (node {node.id!r}): "

@@ -12,6 +12,7 @@ from ._errors import (
     PackError,
     PackStartFailed,
 )
+from ._packs import PackService
 from ._settings import Settings
 from ._supervisor import HostValue, Supervisor, WorkerProcess
 
@@ -27,6 +28,7 @@ __all__ = (
     "PackCrashed",
     "PackError",
     "PackExecutor",
+    "PackService",
     "PackStartFailed",
     "RunResult",
     "Settings",

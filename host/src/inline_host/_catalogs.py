@@ -103,6 +103,14 @@ class ModelCatalogs:
                 return path
         return None
 
+    def has(self, category: str, name: str) -> bool:
+        """Whether entry ``name`` exists in ``category`` (a weight file, or any folder: a
+        tokenizer folder holds no weights but is still a model component)."""
+        try:
+            return self.find(category, name) is not None
+        except UnsafeName:
+            return False
+
     def fingerprint(self, categories: Sequence[str] = CATEGORIES) -> str:
         """A short hash of the listings (part of the registry version clients cache by)."""
         h = hashlib.sha256()
@@ -135,7 +143,7 @@ def serve_descriptor(
             label=m.label,
             category=m.category,
             file=m.file,
-            present=m.file in catalogs.entries(m.category),
+            present=catalogs.has(m.category, m.file),
             required=m.required,
             param=m.param,
             repo=m.repo,

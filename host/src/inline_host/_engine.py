@@ -167,6 +167,19 @@ class Engine:
             )
         )
 
+    # packs ------------------------------------------------------------------------------------
+    async def reload_registry(self) -> MergedRegistry:
+        """Load the packs again (after an install, upgrade, rollback, remove or node switch).
+
+        Calls in flight finish on the version they started on; new calls use the new one.
+        """
+        registry = await anyio.to_thread.run_sync(
+            lambda: load_registry(self.settings.packs_dir, self.settings.extra_packs)
+        )
+        self.registry = registry
+        self.supervisor.set_registry(registry)
+        return registry
+
     # descriptors ----------------------------------------------------------------------------
     def descriptors(self) -> list[Descriptor]:
         """Every node's descriptor as served now (pickers filled from the models dir)."""

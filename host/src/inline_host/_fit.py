@@ -50,9 +50,14 @@ def inventory_for(vram_gb: float | None, ram_gb: float | None, gpus: int | None)
 
 
 def budget_from_env() -> Budget:
-    """``INLINE_VRAM_BUDGET_GB`` as a budget."""
-    raw = os.environ.get("INLINE_VRAM_BUDGET_GB")
-    return Budget(vram_bytes=int(float(raw) * GIB)) if raw else Budget()
+    """``INLINE_VRAM_BUDGET_GB`` (and ``INLINE_RAM_BUDGET_GB``, the system-RAM share the engine
+    may use, for tests and shared machines) as a budget."""
+    vram = os.environ.get("INLINE_VRAM_BUDGET_GB")
+    ram = os.environ.get("INLINE_RAM_BUDGET_GB")
+    return Budget(
+        vram_bytes=int(float(vram) * GIB) if vram else None,
+        ram_bytes=int(float(ram) * GIB) if ram else None,
+    )
 
 
 def fit_answer(placement: Placement, estimate: Estimate) -> dict[str, Any]:

@@ -28,6 +28,8 @@ class Settings:
     call_timeout: float = 3600.0
     start_timeout: float = 120.0
     cancel_grace: float = 10.0
+    #: Seconds a worker may sit without a call before it is stopped (0: never).
+    worker_idle: float = 600.0
     cache_entries: int = 256
     extra_packs: tuple[Path, ...] = field(default=())
     extra_models_dirs: tuple[Path, ...] = field(default=())
@@ -71,6 +73,7 @@ class Settings:
             call_timeout=_float(env, "INLINE_CALL_TIMEOUT", 3600.0),
             start_timeout=_float(env, "INLINE_WORKER_START_TIMEOUT", 120.0),
             cancel_grace=_float(env, "INLINE_CANCEL_GRACE", 10.0),
+            worker_idle=_float(env, "INLINE_WORKER_IDLE", 600.0),
         )
 
     @property

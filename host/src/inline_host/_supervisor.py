@@ -2,7 +2,10 @@
 
 Every transport failure becomes one typed error (``PackCrashed``) naming the pack, the exit code
 or signal and the last stderr lines. A worker that hangs costs its own calls (per-call timeout,
-then the worker is stopped); the host carries on.
+then the worker is stopped); the host carries on. A worker with no call for
+``settings.worker_idle`` seconds is stopped (the next call starts a fresh one). When the
+registry changes (a pack upgraded, rolled back or removed), the pack's old worker finishes the
+calls it is running and stops; new calls go to a worker of the new version.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import math
 import os
 import socket
 import subprocess
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +24,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import msgspec
 from anyio.streams.buffered import BufferedByteReceiveStream
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from inline_registry import (
@@ -37,11 +42,14 @@ from inline_sdk.protocol import (
     CallCancelled,
     Cancel,
     Done,
+    Evict,
     Failed,
     FrameCodec,
     FromWorker,
     HandleValue,
+    Holding,
     MediaValue,
+    PlaceAsk,
     Preview,
     Progress,
     Refused,
@@ -53,8 +61,9 @@ from inline_sdk.protocol import (
     unlink_segments,
 )
 
+from ._broker import Broker
 from ._errors import CallCancelled as CallCancelledError
-from ._errors import CallTimedOut, NodeError, PackCrashed, PackStartFailed
+from ._errors import CallTimedOut, NodeError, PackCrashed, PackStartFailed, describe_exit
 from ._settings import Settings
 
 STDERR_LINES = 40
@@ -86,8 +95,11 @@ class WorkerProcess:
         generation: int,
         settings: Settings,
         on_exit: Callable[[WorkerProcess], None],
+        broker: Broker | None = None,
     ) -> None:
         self.pack = pack
+        self.broker = broker
+        self._tg: anyio.abc.TaskGroup | None = None
         self.generation = generation
         self.settings = settings
         self.shm_prefix = f"inline-{os.getpid()}-{pack}-{generation}"
@@ -107,10 +119,14 @@ class WorkerProcess:
         self._exited = anyio.Event()
         self._stderr_done = anyio.Event()
         self.returncode: int | None = None
+        self.python = ""
+        self.last_active = time.monotonic()
 
     # life cycle ----------------------------------------------------------------------------
     async def start(self, python: str, tg: anyio.abc.TaskGroup) -> Welcome:
         """Spawn the process, take its handshake (with a deadline), start its reader tasks."""
+        self.python = python
+        self._tg = tg
         host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             self._proc = await anyio.open_process(
@@ -138,6 +154,8 @@ class WorkerProcess:
             assets_dir=s.blobs_dir / "sha256",
             input_roots=list(s.input_roots),
         )
+        if self.broker is not None:
+            hello = msgspec.structs.replace(hello, broker=True)
         await self._send(hello)
         msg: Any = None
         with anyio.move_on_after(s.start_timeout):
@@ -149,7 +167,7 @@ class WorkerProcess:
             )
         if isinstance(msg, PackCrashed):
             raise PackStartFailed(
-                self.pack, f"worker {msg.args[0].split('worker ', 1)[-1]}", self.tail()
+                self.pack, f"its worker {describe_exit(msg.returncode)}", self.tail()
             )
         if isinstance(msg, Refused):
             await self.kill()
@@ -163,7 +181,23 @@ class WorkerProcess:
             await self.kill()
             raise PackStartFailed(self.pack, str(exc)) from exc
         self.welcome = msg
+        if self.broker is not None:
+            # SDK 1.3 added eviction; an older worker would not understand ``Evict``
+            self.broker.attach(
+                self.shm_prefix, self.pack, self.pid, self.evict if _evicts(msg) else None
+            )
         return msg
+
+    async def evict(self, slots: list[str]) -> None:
+        """Ask the worker to free the models in ``slots`` (the broker makes room)."""
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            await self._send(Evict(slots=slots))
+
+    async def _answer_place(self, ask: PlaceAsk) -> None:
+        assert self.broker is not None
+        answer = await self.broker.place(self.shm_prefix, ask)
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            await self._send(answer)
 
     def tail(self) -> str:
         """The worker's last stderr lines."""
@@ -219,6 +253,12 @@ class WorkerProcess:
                 self._first.send_nowait(msg)
                 self._first = None
             return
+        if isinstance(msg, PlaceAsk | Holding):  # the memory broker's side channel
+            if self.broker is not None and isinstance(msg, Holding):
+                self.broker.report(self.shm_prefix, msg)
+            elif self.broker is not None and self._tg is not None and isinstance(msg, PlaceAsk):
+                self._tg.start_soon(self._answer_place, msg)
+            return
         cid = getattr(msg, "id", None)
         if not isinstance(cid, int) or (target := self.pending.get(cid)) is None:
             return  # a late message of a call that already ended
@@ -229,6 +269,8 @@ class WorkerProcess:
 
     async def _died(self) -> None:
         self.alive = False
+        if self.broker is not None:
+            self.broker.detach(self.shm_prefix)
         if self._proc is not None:
             with anyio.move_on_after(5):
                 await self._proc.wait()
@@ -300,6 +342,7 @@ class WorkerProcess:
         """Run one node here; raises NodeError, PackCrashed, CallTimedOut or cancellation."""
         cid = next(self._ids)
         send, recv = anyio.create_memory_object_stream[Any](math.inf)
+        self.last_active = time.monotonic()
         self.pending[cid] = send
         self.running[cid] = node_type
         if not self.alive:
@@ -325,6 +368,7 @@ class WorkerProcess:
         finally:
             self.pending.pop(cid, None)
             self.running.pop(cid, None)
+            self.last_active = time.monotonic()
 
     async def _await_result(
         self,
@@ -366,6 +410,14 @@ class WorkerProcess:
         return False
 
 
+def _evicts(welcome: Welcome) -> bool:
+    major, _, rest = welcome.sdk_version.partition(".")
+    try:
+        return (int(major), int(rest.partition(".")[0])) >= (1, 3)
+    except ValueError:
+        return False
+
+
 def _owned_handles(values: Any) -> list[int]:
     ids: list[int] = []
     for v in values:
@@ -385,14 +437,19 @@ class Supervisor:
         settings: Settings,
         tg: anyio.abc.TaskGroup,
         on_worker_exit: Callable[[str, int], None] | None = None,
+        broker: Broker | None = None,
     ) -> None:
         self.registry = registry
         self.settings = settings
         self._tg = tg
+        #: Shares memory between the workers (inventory probed now, budget from the env).
+        self.broker = broker if broker is not None else Broker()
         self._workers: dict[str, WorkerProcess] = {}
         self._locks: dict[str, anyio.Lock] = {}
         self._generations: dict[str, int] = {}
         self._on_worker_exit = on_worker_exit
+        self._retiring: set[WorkerProcess] = set()
+        self._reaping = False
 
     def workers(self) -> dict[str, WorkerProcess]:
         """Live workers by pack."""
@@ -408,15 +465,49 @@ class Supervisor:
             current = self._workers.get(pack)
             if current is not None and current.alive:
                 return current
+            if not self._reaping and self.settings.worker_idle > 0:
+                self._reaping = True
+                self._tg.start_soon(self._reap)
             info = self.registry.packs.get(pack)
             if info is None:
                 raise PackStartFailed(pack, "no such pack is registered")
             gen = self._generations.get(pack, 0) + 1
             self._generations[pack] = gen
-            proc = WorkerProcess(pack, gen, self.settings, self._exited)
+            proc = WorkerProcess(pack, gen, self.settings, self._exited, self.broker)
             await proc.start(str(info.env.python), self._tg)
             self._workers[pack] = proc
             return proc
+
+    def set_registry(self, registry: MergedRegistry) -> None:
+        """Serve ``registry`` from now on. A pack whose venv changed (upgrade, rollback) or that
+        is gone gets a new worker on its next call; its old worker finishes the calls it is
+        running (they complete on the old version), then stops."""
+        self.registry = registry
+        for pack, proc in list(self._workers.items()):
+            info = registry.packs.get(pack)
+            if info is None or str(info.env.python) != proc.python:
+                del self._workers[pack]
+                self._retiring.add(proc)
+                self._tg.start_soon(self._retire, proc)
+
+    async def _retire(self, proc: WorkerProcess) -> None:
+        try:
+            while proc.alive and proc.pending:
+                await anyio.sleep(0.05)
+            await proc.stop()
+        finally:
+            self._retiring.discard(proc)
+
+    async def _reap(self) -> None:
+        """Stop workers that had no call for ``settings.worker_idle`` seconds."""
+        idle = self.settings.worker_idle
+        while True:
+            await anyio.sleep(max(0.05, min(idle / 4, 5.0)))
+            now = time.monotonic()
+            for pack, proc in list(self._workers.items()):
+                if proc.alive and not proc.pending and now - proc.last_active >= idle:
+                    del self._workers[pack]  # the next call starts a fresh worker
+                    await proc.stop()
 
     def _exited(self, proc: WorkerProcess) -> None:
         if self._on_worker_exit is not None:
@@ -458,5 +549,5 @@ class Supervisor:
     async def aclose(self) -> None:
         """Stop every worker."""
         with anyio.CancelScope(shield=True):
-            for proc in list(self._workers.values()):
+            for proc in [*self._workers.values(), *self._retiring]:
                 await proc.stop()

@@ -17,6 +17,8 @@ from inline_sdk.protocol import MediaValue, Preview, Progress, TextValue
 from ._blobs import BlobStore
 from ._engine import Engine, media_extension
 from ._errors import InlineHostError, NodeError
+from ._models_cli import add_models_parser, run_models
+from ._packs_cli import add_pack_parser, run_pack
 from ._settings import Settings
 from ._supervisor import HostValue
 
@@ -158,6 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
     assets_sub = assets.add_subparsers(dest="assets_command", required=True)
     add = assets_sub.add_parser("add", help="store a file; prints its asset id")
     add.add_argument("file")
+    add_models_parser(sub)
+    add_pack_parser(sub)
     return parser
 
 
@@ -169,6 +173,10 @@ def main(argv: list[str] | None = None) -> int:
             return anyio.run(_run, args)
         if args.command == "assets" and args.assets_command == "add":
             return _assets_add(args)
+        if args.command == "models":
+            return run_models(args)
+        if args.command == "pack":
+            return run_pack(args)
     except RegistryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -1,8 +1,12 @@
 """Pack venvs: one uv venv per pack and content fingerprint, built atomically, cheap via uv's cache.
 
-Every venv gets the host's own copy of inline-sdk (an override, so a look-alike on a package index
-can never be picked), honours ``UV_FIND_LINKS`` / ``PIP_FIND_LINKS`` and a constraints file
-(``INLINE_CONSTRAINTS`` or ``UV_CONSTRAINT``) so that CPU machines never pull a CUDA torch.
+A venv is built in two steps, so that it can be rebuilt exactly: its dependencies are resolved
+(``uv pip compile --generate-hashes``) against the platform constraints (``INLINE_CONSTRAINTS``
+or ``UV_CONSTRAINT``, else the checkout's ``constraints/platform.txt``: torch, numpy's major),
+recorded in ``packs.lock``, and installed with ``uv pip sync --require-hashes``; then the pack
+itself and the host's own copy of inline-sdk go in without resolving (the SDK is an override,
+so a look-alike on a package index can never be picked). ``UV_FIND_LINKS`` / ``PIP_FIND_LINKS``
+are honoured, so CPU machines never pull a CUDA torch.
 """
 
 from __future__ import annotations
@@ -12,17 +16,29 @@ import fcntl
 import hashlib
 import os
 import shutil
-import subprocess
 import sys
 import tomllib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
 import inline_sdk
+import msgspec
 
-from ._errors import EnvBuildFailed, PackInvalid
+from ._errors import PackInvalid
+from ._lock import (
+    LockedBuiltin,
+    LockedDist,
+    PacksLock,
+    lock_path,
+    locked_requirements,
+    parse_compiled,
+    python_version,
+    read_lock,
+    write_lock,
+)
+from ._uv import compile_requirements, create_venv, find_links, install_no_deps, sync_locked
 
 READY: Final = ".ready"
 SKIP_DIRS: Final = frozenset(
@@ -54,8 +70,17 @@ class PackEnv:
 
     @property
     def descriptors_file(self) -> Path:
-        """Where the handshake's answer is cached (keyed by this env's fingerprint)."""
-        return self.root / "welcome.json"
+        """Where the handshake's answer is cached, keyed by the locked environment's hash."""
+        return self.root / f"welcome-{self.fingerprint}.json"
+
+    @property
+    def ready(self) -> bool:
+        """Whether the venv was completed for exactly this fingerprint (and is still there)."""
+        try:
+            marker = (self.root / READY).read_text().strip()
+        except OSError:
+            return False
+        return marker == self.fingerprint and self.python.exists()
 
 
 def read_pack_source(path: Path, *, first_party: bool) -> PackSource:
@@ -100,15 +125,47 @@ def _hash_tree(h: hashlib._Hash, root: Path) -> None:
             h.update(path.read_bytes())
 
 
+def sdk_fingerprint(sdk_dir: Path | None = None) -> str:
+    """A hash of the host's SDK sources (what every venv gets as inline-sdk)."""
+    sdk_dir = sdk_dir or sdk_project_dir()
+    h = hashlib.sha256()
+    _hash_tree(h, sdk_dir / "src")
+    h.update((sdk_dir / "pyproject.toml").read_bytes())
+    return h.hexdigest()[:16]
+
+
 def constraints_file() -> Path | None:
-    """The platform constraints file every pack venv is resolved against, if any."""
+    """The platform constraints file every pack venv is resolved against.
+
+    ``INLINE_CONSTRAINTS`` or ``UV_CONSTRAINT``; else the checkout's ``constraints/platform.txt``.
+    """
     raw = os.environ.get("INLINE_CONSTRAINTS") or os.environ.get("UV_CONSTRAINT")
-    return Path(raw) if raw else None
+    if raw:
+        return Path(raw)
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        candidate = parent / "constraints" / "platform.txt"
+        if candidate.is_file() and (parent / "pyproject.toml").is_file():
+            return candidate
+    return None
 
 
-def find_links() -> str | None:
-    """Where extra wheels lie (uv does not read pip's settings, so pip's are mapped)."""
-    return os.environ.get("UV_FIND_LINKS") or os.environ.get("PIP_FIND_LINKS")
+def local_dependencies(source: PackSource) -> list[Path]:
+    """Project folders the pack depends on by path (``[tool.uv.sources] x = {path = ...}``), such
+    as a first-party pack whose library code another pack reuses: their content is part of the
+    venv's, so it goes into the fingerprint."""
+    try:
+        data = tomllib.loads((source.path / "pyproject.toml").read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return []
+    sources = data.get("tool", {}).get("uv", {}).get("sources", {})
+    found = []
+    for spec in sources.values():
+        if isinstance(spec, dict) and isinstance(spec.get("path"), str):
+            path = (source.path / spec["path"]).resolve()
+            if path.is_dir():
+                found.append(path)
+    return sorted(found)
 
 
 def fingerprint(source: PackSource, sdk_dir: Path) -> str:
@@ -116,6 +173,9 @@ def fingerprint(source: PackSource, sdk_dir: Path) -> str:
     h = hashlib.sha256()
     h.update(f"{sys.version}|{sys.executable}".encode())
     _hash_tree(h, source.path)
+    for dep in local_dependencies(source):
+        h.update(str(dep).encode())
+        _hash_tree(h, dep)
     _hash_tree(h, sdk_dir / "src")
     h.update((sdk_dir / "pyproject.toml").read_bytes())
     cons = constraints_file()
@@ -125,23 +185,11 @@ def fingerprint(source: PackSource, sdk_dir: Path) -> str:
     return h.hexdigest()[:16]
 
 
-def uv_binary() -> str:
-    """The uv executable (the ``uv`` package's own binary, else the one on PATH)."""
-    try:
-        from uv import find_uv_bin
-
-        return find_uv_bin()
-    except (ImportError, FileNotFoundError):
-        found = shutil.which("uv")
-        if found is None:
-            raise EnvBuildFailed("*", "find uv", "uv is not installed: pip install uv") from None
-        return found
-
-
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def file_lock(path: Path) -> Iterator[None]:
+    """An exclusive advisory lock on ``path`` (created if missing), held for the block."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as fh:
+    with open(path, "a") as fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield
@@ -152,14 +200,18 @@ def _locked(path: Path) -> Iterator[None]:
 def ensure_env(
     source: PackSource, packs_dir: Path, *, say: Callable[[str], None] | None = None
 ) -> PackEnv:
-    """The pack's venv for its current content, built (once, atomically) if missing."""
+    """The pack's venv for its current content, built (once, atomically) if missing.
+
+    The resolved dependency set is recorded in ``packs.lock`` under the pack's fingerprint; a
+    venv rebuilt for the same fingerprint (``inline pack sync``) installs exactly that set.
+    """
     sdk_dir = sdk_project_dir()
     fp = fingerprint(source, sdk_dir)
     env = PackEnv(source=source, fingerprint=fp, root=packs_dir / source.name / fp)
-    if (env.root / READY).exists():
+    if env.ready:
         return env
-    with _locked(packs_dir / source.name / ".lock"):
-        if (env.root / READY).exists():
+    with file_lock(packs_dir / source.name / ".lock"):
+        if env.ready:
             return env
         if say is not None:
             say(f"Preparing the venv of pack '{source.name}' (first use)...")
@@ -167,44 +219,78 @@ def ensure_env(
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
         try:
-            _build(source, tmp, sdk_dir)
+            locked = read_lock(lock_path(packs_dir)).builtin.get(source.name)
+            if locked is not None and locked.fingerprint == fp:
+                deps, local = list(locked.dependencies), list(locked.local)
+            else:
+                deps, local = resolve(source.name, [str(source.path)], tmp, base=source.path)
+            build_venv(source.name, tmp / "venv", deps, [*local, str(sdk_dir)])
             (tmp / READY).write_text(fp)
             shutil.rmtree(env.root, ignore_errors=True)
             os.replace(tmp, env.root)
         except BaseException:
             shutil.rmtree(tmp, ignore_errors=True)
             raise
+        record = LockedBuiltin(
+            fingerprint=fp,
+            path=str(source.path),
+            python=python_version(),
+            dependencies=tuple(deps),
+            local=tuple(local),
+        )
+        update_lock(
+            packs_dir,
+            lambda lock: msgspec.structs.replace(
+                lock, builtin={**lock.builtin, source.name: record}
+            ),
+        )
     return env
 
 
-def _build(source: PackSource, root: Path, sdk_dir: Path) -> None:
-    uv = uv_binary()
-    venv = root / "venv"
-    env = {
-        k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT")
-    }
-    links = find_links()
-    if links:
-        env["UV_FIND_LINKS"] = links
-    _uv(
-        source.name,
-        "create the venv",
-        [uv, "venv", "--quiet", "--python", sys.executable, str(venv)],
-        env,
-    )
-    overrides = root / "overrides.txt"
+def update_lock(packs_dir: Path, change: Callable[[PacksLock], PacksLock]) -> PacksLock:
+    """Read, change and write ``packs.lock`` under its file lock; the lock written."""
+    path = lock_path(packs_dir)
+    with file_lock(packs_dir / ".packs.lock.lock"):
+        new = change(read_lock(path))
+        write_lock(path, new)
+    return new
+
+
+def resolve(
+    pack: str, requirements: Sequence[str], work: Path, *, base: Path
+) -> tuple[list[LockedDist], list[str]]:
+    """Resolve ``requirements`` against the platform constraints, with the host's SDK.
+
+    Returns the hashed pins and the unhashed local requirements (the pack itself, path
+    dependencies: relative paths are made absolute against ``base``); the SDK is left out
+    (the host's own is always installed).
+    """
+    sdk_dir = sdk_project_dir()
+    req_in = work / "requirements.in"
+    req_in.write_text("".join(f"{r}\n" for r in requirements))
+    overrides = work / "overrides.txt"
     overrides.write_text(f"inline-sdk @ {sdk_dir.as_uri()}\n")
-    cmd = [
-        uv, "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
-        "--override", str(overrides), str(source.path),
-    ]  # fmt: skip
     cons = constraints_file()
-    if cons is not None:
-        cmd[3:3] = ["--constraint", str(cons)]
-    _uv(source.name, "install the pack", cmd, env)
+    text = compile_requirements(
+        pack, req_in, constraints=[cons] if cons is not None else [], overrides=overrides, cwd=base
+    )
+    (work / "requirements.lock").write_text(text)
+    deps, local = parse_compiled(text)
+    kept: list[str] = []
+    for line in local:
+        if line.startswith("inline-sdk @ ") or line.startswith("inline-sdk=="):
+            continue
+        if line.startswith((".", "/")) and not line.startswith("//"):
+            line = str((base / line).resolve())
+        kept.append(line)
+    return deps, kept
 
 
-def _uv(pack: str, step: str, cmd: list[str], env: dict[str, str]) -> None:
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise EnvBuildFailed(pack, step, proc.stdout + proc.stderr)
+def build_venv(pack: str, venv: Path, deps: Sequence[LockedDist], local: Sequence[str]) -> None:
+    """Create ``venv``, sync it to exactly ``deps`` (hashes required), then add ``local``."""
+    create_venv(pack, venv)
+    locked = venv.parent / "requirements.txt"
+    locked.write_text(locked_requirements(list(deps)))
+    if deps:
+        sync_locked(pack, venv, locked)
+    install_no_deps(pack, venv, list(local))

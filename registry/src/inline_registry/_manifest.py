@@ -15,7 +15,10 @@ Example::
     file = "z_image_turbo_bf16.safetensors"     # its name in that folder
     repo = "Comfy-Org/z_image_turbo"            # where `inline models pull` fetches it
     path = "split_files/diffusion_models/z_image_turbo_bf16.safetensors"   # path in the repo
-    size = 12309866400                          # approximate bytes (progress, disk checks)
+    size = 12309866400                          # exact bytes (`inline models pull` verifies them)
+
+A folder entry (a tokenizer, a diffusers folder) names the files to fetch from the repo folder
+``path`` with ``files = ["tokenizer.json", ...]``; they are saved under ``<category>/<file>/``.
 
 Files people write reject unknown keys (a typo is an error naming the key), and every problem is
 reported at once with its path.
@@ -52,6 +55,7 @@ class ModelFile(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only
     size: int | None = None
     param: str | None = None
     required: bool = True
+    files: tuple[str, ...] = ()
 
 
 class NodeManifest(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):

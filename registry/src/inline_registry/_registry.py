@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -16,7 +16,8 @@ from inline_sdk.protocol import Welcome
 from ._envs import PackEnv, PackSource, ensure_env, read_pack_source
 from ._errors import NodeConflict, RegistryError
 from ._handshake import probe
-from ._manifest import Manifest, NodeManifest, read_manifest
+from ._lock import PacksLock, lock_path, read_lock
+from ._manifest import Manifest, NodeManifest, parse_manifest, read_manifest
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +46,8 @@ class MergedRegistry:
     order: tuple[str, ...] = field(default=())
     #: Packs that could not be registered, with the reason (they serve no nodes).
     failed: dict[str, str] = field(default_factory=dict)
+    #: Node types a registered pack provides but that are switched off (not served).
+    disabled: tuple[str, ...] = field(default=())
 
     def lookup(self, node_type: str) -> NodeEntry | None:
         """The entry for ``node_type`` (the core's ``NodeCatalog`` protocol)."""
@@ -95,28 +98,67 @@ def with_source(descriptor: Descriptor, source: PackSource) -> Descriptor:
 
 
 def merge(
-    infos: Iterable[tuple[PackInfo, Welcome]], failed: dict[str, str] | None = None
+    infos: Iterable[tuple[PackInfo, Welcome]],
+    failed: dict[str, str] | None = None,
+    switches: Mapping[str, bool] | None = None,
 ) -> MergedRegistry:
     """Merge packs' descriptors. A pack claiming an id another pack already has is refused
-    whole (``NodeConflict`` naming both, kept in ``failed``); the others are served."""
+    whole (``NodeConflict`` naming both, kept in ``failed``); the others are served.
+
+    A node type is served when it is enabled: by the operator's switch if there is one, else
+    by the pack's manifest (``enabled``, default true). A disabled type still belongs to its pack.
+    """
     packs: dict[str, PackInfo] = {}
     entries: dict[str, NodeEntry] = {}
+    owners: dict[str, str] = {}
     order: list[str] = []
+    disabled: list[str] = []
     failed = dict(failed or {})
+    switches = switches or {}
     h = hashlib.sha256()
     for info, welcome in infos:
         served = [with_source(d, info.env.source) for d in welcome.descriptors]
-        clash = next((d.type for d in served if d.type in entries), None)
+        clash = next((d.type for d in served if d.type in owners), None)
         if clash is not None:
-            failed[info.name] = str(NodeConflict(clash, entries[clash].pack, info.name))
+            failed[info.name] = str(NodeConflict(clash, owners[clash], info.name))
             continue
         packs[info.name] = info
         for d in served:
+            owners[d.type] = info.name
+            node = info.manifest.nodes.get(d.type)
+            if not switches.get(d.type, node.enabled if node is not None else True):
+                disabled.append(d.type)
+                h.update(f"off:{d.type}".encode())
+                continue
             entries[d.type] = NodeEntry(d, info.name, welcome.pack_version)
             order.append(d.type)
             h.update(msgspec.json.encode(d))
             h.update(f"{info.name}@{welcome.pack_version}".encode())
-    return MergedRegistry(packs, entries, "r_" + h.hexdigest()[:8], tuple(order), failed)
+    return MergedRegistry(
+        packs, entries, "r_" + h.hexdigest()[:8], tuple(order), failed, tuple(disabled)
+    )
+
+
+def installed_envs(packs_dir: Path, lock: PacksLock) -> list[tuple[PackEnv, Path]]:
+    """The active version of every installed pack: its env and its version folder."""
+    found = []
+    for name, pack in sorted(lock.packs.items()):
+        version = pack.versions.get(pack.active)
+        if version is None:
+            continue
+        root = packs_dir / name / version.dir
+        source = PackSource(name=name, path=root / "source", first_party=False)
+        found.append((PackEnv(source, version.env_hash, root), root))
+    return found
+
+
+def manifest_of(version_dir: Path) -> Manifest:
+    """The manifest kept with an installed version (``manifest.json``; empty without one)."""
+    try:
+        data = msgspec.json.decode((version_dir / "manifest.json").read_bytes())
+    except (OSError, msgspec.DecodeError):
+        return Manifest()
+    return parse_manifest(data, str(version_dir))
 
 
 def load_registry(
@@ -127,11 +169,19 @@ def load_registry(
 ) -> MergedRegistry:
     """Build (or reuse) every pack's venv, take (or reuse) its handshake, merge the nodes.
 
-    A pack that fails (build, import, handshake, SDK major) is kept in ``failed`` with its
-    reason and serves nothing; the other packs are not affected.
+    First-party packs come first (they own the bare vocabulary), then ``extra`` folders and
+    ``INLINE_PACK_PATHS``, then the packs installed in ``packs.lock`` (their active version;
+    their venvs are never built here: ``inline pack sync`` does that). A pack that fails
+    (build, import, handshake, SDK major) is kept in ``failed`` with its reason and serves
+    nothing; the other packs are not affected.
     """
     found: list[tuple[PackInfo, Welcome]] = []
     failed: dict[str, str] = {}
+    try:
+        lock = read_lock(lock_path(packs_dir))
+    except RegistryError as exc:
+        lock = PacksLock()
+        failed["packs.lock"] = str(exc)
     for source in pack_sources(extra):
         try:
             manifest = read_manifest(source.path)
@@ -145,4 +195,27 @@ def load_registry(
         types = tuple(d.type for d in welcome.descriptors)
         info = PackInfo(env, welcome.pack_version, welcome.sdk_version, types, manifest)
         found.append((info, welcome))
-    return merge(found, failed)
+    for env, root in installed_envs(packs_dir, lock):
+        name = env.source.name
+        if any(info.name == name for info, _ in found):
+            failed[name] = (
+                f"Pack '{name}' is installed, but a pack of that name is registered already"
+            )
+            continue
+        try:
+            if not env.ready:
+                raise RegistryError(
+                    f"Pack '{name}': its venv ({root}) is missing or incomplete: "
+                    "run `inline pack sync`"
+                )
+            manifest = manifest_of(root)
+            welcome = probe(env)
+        except RegistryError as exc:
+            failed[name] = str(exc)
+            if say is not None:
+                say(f"warning: pack '{name}' is unavailable: {exc}")
+            continue
+        types = tuple(d.type for d in welcome.descriptors)
+        info = PackInfo(env, welcome.pack_version, welcome.sdk_version, types, manifest)
+        found.append((info, welcome))
+    return merge(found, failed, lock.nodes)

@@ -16,6 +16,7 @@ from ._errors import (
 )
 from ._kinds import HANDLE_KINDS, MEDIA_KINDS, PORT_KINDS, is_list_kind, port_satisfies
 from ._media import AssetIdRef, AssetRef, Audio, Image, Mask, Media, PathRef, Video
+from ._memory import Memory
 from ._node import NodeSpec, Output, Param, Port, node
 from ._version import SDK_MAJOR, SDK_VERSION
 from .hookspecs import hookimpl
@@ -38,6 +39,7 @@ __all__ = (
     "InputRefused",
     "Mask",
     "Media",
+    "Memory",
     "ModelStatus",
     "NodeDeclarationError",
     "NodeSpec",

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ._errors import Cancelled
 from ._media import AssetIdRef, AssetRef, Image, PathRef
+from ._memory import Memory
 
 ASSET_ID_PREFIX = "sha256-"
 
@@ -38,11 +39,14 @@ class Context:
         emit_preview: Callable[[Image], None],
         cancel_event: threading.Event,
         logger: logging.Logger,
+        memory: Memory | None = None,
     ) -> None:
         self.node_type = node_type
         self.node_id = node_id
         self.models_dir = models_dir
         self.log = logger
+        #: The worker's memory broker client: libraries ask it where a model goes before loading.
+        self.memory = memory if memory is not None else Memory(None)
         self._assets_dir = assets_dir
         self._input_roots = tuple(input_roots)
         self._cwd = cwd

@@ -12,13 +12,18 @@ from typing import Any
 import msgspec
 
 
-class PortSpec(msgspec.Struct, frozen=True):
-    """An input or output port."""
+class PortSpec(msgspec.Struct, frozen=True, omit_defaults=True):
+    """An input or output port.
+
+    ``portable`` (our addition, served only when true) marks an output of a handle kind whose
+    values are plain data any pack may consume, such as a loader's reference to a model file.
+    """
 
     id: str
     label: str
     kind: str
     required: bool
+    portable: bool = False
 
 
 class Option(msgspec.Struct, frozen=True):
@@ -35,9 +40,9 @@ class ParamField(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, 
     label: str
     widget: str
     default: Any
-    min: float | None = None
-    max: float | None = None
-    step: float | None = None
+    min: int | float | None = None
+    max: int | float | None = None
+    step: int | float | None = None
     options_from: str | None = None
     options: tuple[Option, ...] = ()
     advanced: bool = False

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -13,11 +13,13 @@ class Media:
     """Encoded media bytes (a PNG, an MP4, a WAV...) and their file extension.
 
     ``data`` may be a ``memoryview`` into shared memory that is valid for the duration of the
-    call only: copy it (``bytes(media.data)``) if you keep it beyond the call.
+    call only: copy it (``bytes(media.data)``) if you keep it beyond the call. ``params`` are the
+    take params a generating node records with its output (the seed it used, the model file...).
     """
 
     data: bytes | bytearray | memoryview
     ext: str
+    params: dict[str, Any] | None = None
     kind: ClassVar[str] = "image"
 
     def tobytes(self) -> bytes:

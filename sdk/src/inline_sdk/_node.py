@@ -32,7 +32,7 @@ import msgspec
 
 from ._descriptor import Descriptor, Option, ParamField, PortSpec
 from ._errors import NodeDeclarationError, ParamIssue, ParamsInvalid
-from ._kinds import PORT_KINDS, is_list_kind
+from ._kinds import HANDLE_KINDS, PORT_KINDS, is_list_kind
 from ._media import Media
 
 __all__ = ("NodeSpec", "Output", "Param", "Port", "node")
@@ -62,19 +62,30 @@ OUTPUT_KINDS: Final = frozenset({"image", "video", "audio"})
 
 @dataclass(frozen=True, slots=True)
 class Port:
-    """Metadata of an input port: its label, and its kind when the type does not tell it."""
+    """Metadata of an input port: its label, and its kind when the type does not tell it.
+
+    ``id`` names the port when it differs from the argument's name (a port and a param may share
+    a key on the wire, as ``model`` does on ``alibaba/z-image-turbo``; Python arguments may not).
+    """
 
     label: str
     kind: str | None = None
+    id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Output:
-    """Metadata of an output port. ``id`` is required on a single-output return annotation."""
+    """Metadata of an output port. ``id`` is required on a single-output return annotation.
+
+    A ``portable`` output of an engine-handle kind is a plain value (a msgspec Struct or JSON
+    data, such as a reference to a model file) rather than an object kept in the worker: it
+    travels as JSON, and any pack may consume it.
+    """
 
     id: str | None = None
     label: str | None = None
     kind: str | None = None
+    portable: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,7 +367,8 @@ def _declare_input(
     has_default = p.default is not inspect.Parameter.empty
     required = not (optional or has_default)
     label = meta.label if meta else p.name.replace("_", " ").capitalize()
-    port = PortSpec(id=p.name, label=label, kind=kind, required=required)
+    pid = (meta.id if meta else None) or p.name
+    port = PortSpec(id=pid, label=label, kind=kind, required=required)
     return InputBinding(name=p.name, port=port, is_list=is_list_kind(kind))
 
 
@@ -492,7 +504,11 @@ def _output_binding(where: str, pid: str, hint: Any, problems: list[str]) -> Out
         return None
     label = (meta.label if meta else None) or pid.replace("_", " ").capitalize()
     media = base if isinstance(base, type) and issubclass(base, Media) else None
-    return OutputBinding(PortSpec(id=pid, label=label, kind=kind, required=False), media)
+    portable = bool(meta and meta.portable)
+    if portable and kind not in HANDLE_KINDS:
+        problems.append(f"{where}: output '{pid}' is portable but its kind '{kind}' is no handle")
+    port = PortSpec(id=pid, label=label, kind=kind, required=False, portable=portable)
+    return OutputBinding(port, media)
 
 
 def _params_schema(params_type: type[msgspec.Struct]) -> dict[str, Any]:

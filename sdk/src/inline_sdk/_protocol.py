@@ -49,13 +49,15 @@ class MediaValue(msgspec.Struct, frozen=True, tag="media", tag_field="t"):
     """Encoded media (``kind`` image/video/audio/mask) with its file extension.
 
     ``region`` is the handle of the shared-memory region in the producing worker's table, so the
-    host can release it; ``None`` for inline bytes.
+    host can release it; ``None`` for inline bytes. ``params`` are the take params the node
+    recorded (added in SDK 1.2; absent from older packs).
     """
 
     kind: str
     ext: str
     data: Bulk
     region: int | None = None
+    params: dict[str, Any] | None = None
 
 
 class HandleValue(msgspec.Struct, frozen=True, tag="handle", tag_field="t"):
@@ -96,6 +98,8 @@ class Hello(_Msg, frozen=True, tag="hello"):
     input_roots: list[str]
     cwd: str
     max_threads: int = 8
+    #: The host brokers memory (SDK 1.3): the worker may send ``PlaceAsk`` and ``Holding``.
+    broker: bool = False
 
 
 class Call(_Msg, frozen=True, tag="call"):
@@ -124,7 +128,60 @@ class Shutdown(_Msg, frozen=True, tag="shutdown"):
     """Finish and exit."""
 
 
-ToWorker = Hello | Call | Cancel | Release | Shutdown
+# memory (SDK 1.3) -----------------------------------------------------------------------------
+class ModelSize(msgspec.Struct, frozen=True):
+    """One component a worker is about to load: what its header says (never its weights)."""
+
+    name: str
+    role: str
+    params: int
+    bytes: int
+    #: The worker's slot it will replace (``diffusion``, ``vae``...): what that slot holds now
+    #: is freed before the load, so it does not count against the room.
+    slot: str = ""
+
+
+class ComponentPlan(msgspec.Struct, frozen=True):
+    """How the host's policy places one component."""
+
+    name: str
+    role: str
+    device: str
+    dtype: str
+    quantization: str = "none"
+    offload: str = "resident"
+    bytes: int = 0
+
+
+class HeldModel(msgspec.Struct, frozen=True):
+    """A model a worker keeps loaded, with the plan it was loaded under."""
+
+    slot: str
+    name: str
+    bytes: int
+    plan: ComponentPlan
+    last_used: float = 0.0
+
+
+class Placed(_Msg, frozen=True, tag="placed"):
+    """The broker's answer to ``PlaceAsk`` ``ask``: a plan per component, or why it won't fit."""
+
+    ask: int
+    fits: bool
+    reason: str
+    components: list[ComponentPlan] = []
+    park_text_encoder: bool = False
+    vae_tiling: bool = False
+    attention: str = "sdpa"
+
+
+class Evict(_Msg, frozen=True, tag="evict"):
+    """Free the models in ``slots`` (the broker makes room for another worker's load)."""
+
+    slots: list[str]
+
+
+ToWorker = Hello | Call | Cancel | Release | Shutdown | Placed | Evict
 
 
 # worker -> host -------------------------------------------------------------------------------
@@ -183,4 +240,20 @@ class CallCancelled(_Msg, frozen=True, tag="cancelled"):
     id: int
 
 
-FromWorker = Welcome | Refused | Progress | Preview | Done | Failed | CallCancelled
+class PlaceAsk(_Msg, frozen=True, tag="place"):
+    """Before loading: where and how should these components go? (answered by ``Placed``)."""
+
+    ask: int
+    components: list[ModelSize]
+    activation_bytes: int = 0
+
+
+class Holding(_Msg, frozen=True, tag="holding"):
+    """What the worker keeps loaded now (sent after every load, drop and eviction)."""
+
+    models: list[HeldModel]
+
+
+FromWorker = (
+    Welcome | Refused | Progress | Preview | Done | Failed | CallCancelled | PlaceAsk | Holding
+)

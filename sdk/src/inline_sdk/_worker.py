@@ -14,6 +14,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pluggy
 
 from . import hookspecs
@@ -23,6 +24,7 @@ from ._framing import FrameCodec, recv_frame
 from ._handles import HandleTable
 from ._kinds import HANDLE_KINDS, MEDIA_KINDS
 from ._media import MEDIA_TYPES, Image, Media
+from ._memory import Memory
 from ._node import NodeSpec
 from ._protocol import (
     PROTOCOL,
@@ -30,12 +32,14 @@ from ._protocol import (
     CallCancelled,
     Cancel,
     Done,
+    Evict,
     Failed,
     HandleValue,
     Hello,
     InlineBytes,
     JsonValue,
     MediaValue,
+    Placed,
     Preview,
     Progress,
     Refused,
@@ -108,6 +112,7 @@ class Worker:
         self.pool = ThreadPoolExecutor(max_workers=hello.max_threads, thread_name_prefix="call")
         self._send_lock = threading.Lock()
         self._roots = [Path(os.path.realpath(r)) for r in hello.input_roots]
+        self.memory = Memory(self.send if hello.broker else None)
 
     def send(self, msg: object) -> None:
         frame = self.codec.encode(msg)
@@ -133,6 +138,14 @@ class Worker:
                             event.set()
                     case Release(handles=hids):
                         self.table.release(hids)
+                    case Placed():
+                        self.memory.answered(msg)
+                    case Evict(slots=slots):
+                        # freeing may wait on a slot's lock held by a loading call, and that
+                        # call may wait on this reader for its answer: never free inline
+                        threading.Thread(
+                            target=self.memory.evict, args=(slots,), name="evict", daemon=True
+                        ).start()
                     case Shutdown():
                         return
                     case _:
@@ -156,8 +169,11 @@ class Worker:
             }
             ctx = self.context(msg, spec, cancel)
             outputs = spec.invoke(ctx, inputs, params)
-            kinds = {b.port.id: b.port.kind for b in spec.outputs}
-            wire = {pid: self.export(value, kinds[pid]) for pid, value in outputs.items()}
+            ports = {b.port.id: b.port for b in spec.outputs}
+            wire = {
+                pid: self.export(value, ports[pid].kind, portable=ports[pid].portable)
+                for pid, value in outputs.items()
+            }
             reply: object = Done(id=msg.id, outputs=wire)
         except Cancelled:
             reply = CallCancelled(id=msg.id)
@@ -206,6 +222,7 @@ class Worker:
             emit_preview=emit_preview,
             cancel_event=cancel,
             logger=logging.getLogger(f"inline.pack.{self.hello.pack}.{spec.type}"),
+            memory=self.memory,
         )
 
     def take_inputs(self, values: list[Value], is_list: bool) -> Any:
@@ -227,17 +244,23 @@ class Worker:
                 return v
         raise ProtocolError(f"unknown value {value!r}")
 
-    def export(self, value: Any, kind: str) -> Value:
+    def export(self, value: Any, kind: str, *, portable: bool = False) -> Value:
+        if portable:  # plain data (a Struct, a dict...): any pack may read it
+            return JsonValue(value=msgspec.to_builtins(value))
         if kind in MEDIA_KINDS and isinstance(value, Media):
             size = len(memoryview(value.data).cast("B"))
+            params = dict(value.params) if value.params is not None else None
             if size < self.hello.shm_threshold:
                 return MediaValue(
-                    kind=value.kind, ext=value.ext, data=InlineBytes(data=value.tobytes())
+                    kind=value.kind,
+                    ext=value.ext,
+                    data=InlineBytes(data=value.tobytes()),
+                    params=params,
                 )
             region = self.arena.put(value.data)
             hid = self.table.add(region, self._free_region)
             ref = ShmRef(segment=region.segment, offset=region.offset, size=region.size)
-            return MediaValue(kind=value.kind, ext=value.ext, data=ref, region=hid)
+            return MediaValue(kind=value.kind, ext=value.ext, data=ref, region=hid, params=params)
         if kind == "text" and isinstance(value, str):
             return TextValue(text=value)
         if kind in HANDLE_KINDS:

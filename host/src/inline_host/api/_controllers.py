@@ -56,6 +56,8 @@ class Health(msgspec.Struct, frozen=True, rename="camel"):
     registry_version: str
     device: dict[str, Any]
     workers: dict[str, Any]
+    #: The memory broker: budget per device, what each worker holds, each model's plan.
+    memory: dict[str, Any] = {}
 
 
 class ModelList(msgspec.Struct, frozen=True, rename="camel"):
@@ -119,6 +121,7 @@ class HealthController(Controller):
             registry_version=engine.registry_version(),
             device=device,
             workers=workers,
+            memory=engine.supervisor.broker.snapshot(),
         )
 
 

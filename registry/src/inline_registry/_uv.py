@@ -1,0 +1,142 @@
+"""uv, driven as a subprocess: resolve with hashes, create venvs, sync them exactly, build wheels.
+
+Every call gets the same environment: the host's venv does not leak in, pip's find-links folder
+is mapped to uv's (uv does not read pip's settings), and a failure becomes ``EnvBuildFailed``
+carrying uv's own output (the reason a resolution failed is in it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from ._errors import EnvBuildFailed
+
+
+def uv_binary() -> str:
+    """The uv executable (the ``uv`` package's own binary, else the one on PATH)."""
+    try:
+        from uv import find_uv_bin
+
+        return find_uv_bin()
+    except (ImportError, FileNotFoundError):
+        found = shutil.which("uv")
+        if found is None:
+            raise EnvBuildFailed("*", "find uv", "uv is not installed: pip install uv") from None
+        return found
+
+
+def find_links() -> str | None:
+    """Where extra wheels lie, comma-separated as uv reads it (uv does not read pip's settings,
+    so pip's whitespace-separated ``PIP_FIND_LINKS`` is mapped)."""
+    raw = os.environ.get("UV_FIND_LINKS") or os.environ.get("PIP_FIND_LINKS")
+    if not raw:
+        return None
+    return ",".join(find_links_list(raw))
+
+
+def find_links_list(raw: str | None = None) -> list[str]:
+    """The find-links locations, one per item."""
+    if raw is None:
+        raw = os.environ.get("UV_FIND_LINKS") or os.environ.get("PIP_FIND_LINKS") or ""
+    return [item for item in raw.replace(",", " ").split() if item]
+
+
+def uv_env() -> dict[str, str]:
+    """The environment uv runs in: no host venv, find-links mapped, no hidden constraints."""
+    drop = ("VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "UV_CONSTRAINT", "UV_OVERRIDE")
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    links = find_links()
+    if links:
+        env["UV_FIND_LINKS"] = links
+    return env
+
+
+def run_uv(pack: str, step: str, args: Sequence[str], *, cwd: Path | None = None) -> str:
+    """Run ``uv ARGS``; its output, or ``EnvBuildFailed`` with that output."""
+    proc = subprocess.run(
+        [uv_binary(), *args],
+        env=uv_env(),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if proc.returncode != 0:
+        raise EnvBuildFailed(pack, step, proc.stdout + proc.stderr)
+    return proc.stdout
+
+
+def compile_requirements(
+    pack: str,
+    requirements_in: Path,
+    *,
+    constraints: Sequence[Path],
+    overrides: Path | None,
+    cwd: Path | None = None,
+) -> str:
+    """Resolve ``requirements_in`` for the host's interpreter: pinned lines with every hash."""
+    args = [
+        "pip", "compile", "--quiet", "--generate-hashes", "--no-header", "--no-annotate",
+        "--python", sys.executable, str(requirements_in),
+    ]  # fmt: skip
+    for path in constraints:
+        args += ["--constraint", str(path)]
+    if overrides is not None:
+        args += ["--override", str(overrides)]
+    return run_uv(pack, "resolve the dependencies", args, cwd=cwd)
+
+
+def create_venv(pack: str, venv: Path) -> None:
+    """A fresh venv for the host's interpreter at ``venv`` (relocatable: built in staging, then
+    moved into place)."""
+    args = ["venv", "--quiet", "--relocatable", "--python", sys.executable, str(venv)]
+    run_uv(pack, "create the venv", args)
+
+
+def sync_locked(pack: str, venv: Path, locked: Path) -> None:
+    """Make ``venv`` hold exactly the hashed requirements of ``locked`` (hashes checked)."""
+    python = str(venv / "bin" / "python")
+    run_uv(
+        pack,
+        "install the locked dependencies",
+        ["pip", "sync", "--quiet", "--require-hashes", "--python", python, str(locked)],
+    )
+
+
+def install_no_deps(pack: str, venv: Path, targets: Sequence[str]) -> None:
+    """Install ``targets`` (paths, wheels, ``-e`` lines) into ``venv`` without resolving."""
+    if not targets:
+        return
+    python = str(venv / "bin" / "python")
+    args = ["pip", "install", "--quiet", "--no-deps", "--python", python]
+    for target in targets:
+        args += target.split(" ", 1) if target.startswith("-e ") else [target]
+    run_uv(pack, "install the pack", args)
+
+
+def build_wheel(pack: str, project: Path, out_dir: Path) -> Path:
+    """Build ``project`` into one wheel in ``out_dir`` (its build backend runs isolated)."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    before = set(out_dir.glob("*.whl"))
+    run_uv(
+        pack,
+        "build the pack's wheel",
+        ["build", "--quiet", "--wheel", "--no-create-gitignore", "--out-dir", str(out_dir),
+         str(project)],
+    )  # fmt: skip
+    built = sorted(set(out_dir.glob("*.whl")) - before)
+    if len(built) != 1:
+        raise EnvBuildFailed(pack, "build the pack's wheel", f"expected one wheel, got {built}")
+    return built[0]
+
+
+def freeze(venv: Path) -> list[str]:
+    """What ``venv`` holds, one ``name==version`` (or ``name @ url``) line each, sorted."""
+    python = str(venv / "bin" / "python")
+    out = run_uv(venv.parent.name, "list the venv", ["pip", "freeze", "--python", python])
+    return sorted(line.strip() for line in out.splitlines() if line.strip())

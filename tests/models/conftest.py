@@ -1,0 +1,125 @@
+"""Model fixtures: the pack venvs, the tiny Z-Image built once per session, and one engine per
+module (importing diffusers costs ~10 s per worker, so workers are reused across tests)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+from inline_host import Engine, Settings
+from inline_registry import load_registry
+
+HERE = Path(__file__).resolve().parent
+GUARD = HERE / "_netguard.py"
+
+
+@dataclass(frozen=True)
+class Tiny:
+    """Where the session's tiny models and reference renders are."""
+
+    root: Path
+    python: Path  # a pack venv's interpreter (torch, diffusers)
+
+    @property
+    def comfy(self) -> Path:
+        return self.root / "comfy"
+
+    @property
+    def diffusers(self) -> Path:
+        return self.root / "diffusers"
+
+    def reference(self, name: str) -> bytes:
+        return (self.root / "reference" / f"{name}.png").read_bytes()
+
+    def case(self, name: str) -> dict:
+        report = json.loads((self.root / "report.json").read_text())
+        return next(c for c in report["cases"] if c["name"] == name)
+
+
+@pytest.fixture(scope="session")
+def model_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data dir whose pack venvs are built once, with the network guard installed in the
+    model packs' venvs (inactive unless INLINE_NETGUARD_LOG is set)."""
+    path = tmp_path_factory.mktemp("inline-models-data")
+    registry = load_registry(path / "packs")
+    assert not registry.failed, registry.failed
+    for pack in ("primitives", "zimage"):
+        venv = registry.packs[pack].env.root / "venv"
+        site = next((venv / "lib").glob("python3*/site-packages"))
+        shutil.copy(GUARD, site / "_inline_netguard.py")
+        (site / "zz_inline_netguard.pth").write_text("import _inline_netguard\n")
+    return path
+
+
+@pytest.fixture(scope="session")
+def pack_python(model_data_dir: Path) -> Path:
+    """The zimage venv's interpreter (it has the primitives library, torch and diffusers)."""
+    return next((model_data_dir / "packs" / "zimage").glob("*/venv/bin/python"))
+
+
+@pytest.fixture(scope="session")
+def tiny(tmp_path_factory: pytest.TempPathFactory, pack_python: Path) -> Tiny:
+    """The tiny random Z-Image (diffusers folder + ComfyUI single files) and diffusers' renders."""
+    root = tmp_path_factory.mktemp("tiny-zimage")
+    proc = subprocess.run(
+        [str(pack_python), str(HERE / "_tiny.py"), str(root)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return Tiny(root, pack_python)
+
+
+def install_comfy_layout(tiny: Tiny, models: Path) -> Path:
+    """Copy the tiny single files into ``models`` (ComfyUI layout)."""
+    shutil.copytree(tiny.comfy, models, dirs_exist_ok=True)
+    return models
+
+
+@pytest.fixture(scope="module")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="module")
+def module_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("models-module")
+
+
+@pytest.fixture(scope="module")
+def settings(model_data_dir: Path, module_dir: Path) -> Settings:
+    """Settings over the session's venvs with this module's models and inputs dirs."""
+    inputs = module_dir / "inputs"
+    inputs.mkdir(exist_ok=True)
+    base = Settings.from_env(
+        {
+            "INLINE_DATA_DIR": str(model_data_dir),
+            "INLINE_MODELS_DIR": str(module_dir / "models"),
+            "INLINE_INPUT_ROOTS": str(inputs),
+        }
+    )
+    return replace(base, cancel_grace=30.0)
+
+
+@pytest.fixture(scope="module")
+def netguard_log(module_dir: Path) -> Iterator[Path]:
+    """Workers started while this is active record (and refuse) any network attempt here."""
+    log = module_dir / "network-attempts.log"
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("INLINE_NETGUARD_LOG", str(log))
+        yield log
+
+
+@pytest.fixture(scope="module")
+async def engine(settings: Settings, netguard_log: Path) -> AsyncIterator[Engine]:
+    """One engine (and so one worker per pack) for the whole module."""
+    async with Engine.open(settings) as eng:
+        yield eng
