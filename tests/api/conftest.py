@@ -44,7 +44,8 @@ class Server:
         return f"ws://127.0.0.1:{self.port}"
 
     def client(self, **kw: object) -> httpx.Client:
-        return httpx.Client(base_url=self.url, timeout=60, **kw)  # type: ignore[arg-type]
+        kw.setdefault("timeout", 60)
+        return httpx.Client(base_url=self.url, **kw)  # type: ignore[arg-type]
 
     def kill9(self) -> None:
         self.proc.send_signal(signal.SIGKILL)

@@ -103,6 +103,7 @@ class Engine:
         self._reader = SegmentReader()
         self._file_hashes: dict[tuple[str, int, int], str] = {}
         self._arena: Arena | None = None
+        self._seen_lock = self._lock_stamp()
         self._host_regions: dict[tuple[str, int], Region] = {}
 
     @classmethod
@@ -168,6 +169,21 @@ class Engine:
         )
 
     # packs ------------------------------------------------------------------------------------
+    def _lock_stamp(self) -> int:
+        try:
+            return (self.settings.data_dir / "packs.lock").stat().st_mtime_ns
+        except OSError:
+            return 0
+
+    async def refresh(self) -> bool:
+        """Reload the registry if ``packs.lock`` changed (an install from the CLI while the server
+        runs); True when it did."""
+        stamp = self._lock_stamp()
+        if stamp == self._seen_lock:
+            return False
+        await self.reload_registry()
+        return True
+
     async def reload_registry(self) -> MergedRegistry:
         """Load the packs again (after an install, upgrade, rollback, remove or node switch).
 
@@ -178,6 +194,7 @@ class Engine:
         )
         self.registry = registry
         self.supervisor.set_registry(registry)
+        self._seen_lock = self._lock_stamp()
         return registry
 
     # descriptors ----------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from litestar.openapi import OpenAPIConfig
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from .._engine import Engine
+from .._packs import PackService
 from .._service import RunService
 from .._settings import Settings
 from .._store import RunStore
@@ -31,6 +32,7 @@ from ._controllers import (
     run_events,
 )
 from ._errors import EXCEPTION_HANDLERS
+from ._packs_api import PacksController
 
 log = logging.getLogger("inline.api")
 
@@ -111,6 +113,11 @@ def provide_service(state: State) -> RunService:
     return state.service
 
 
+def provide_packs(state: State) -> PackService:
+    """The pack service over the running engine."""
+    return state.packs
+
+
 def create_app(settings: Settings | None = None, *, front_end_root: Path | None = None) -> Litestar:
     """The /v1 app over an engine opened in its lifespan."""
     settings = settings or Settings.from_env()
@@ -123,6 +130,7 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
             service = RunService(engine, store)
             app.state.engine = engine
             app.state.service = service
+            app.state.packs = PackService(engine)
             try:
                 async with anyio.create_task_group() as tg:
                     resumed = await service.start(tg)
@@ -142,6 +150,7 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
         TakesController,
         AssetsController,
         FitController,
+        PacksController,
         run_events,
     ]
     if front_end_root is not None:
@@ -156,6 +165,7 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
         dependencies={
             "engine": Provide(provide_engine, sync_to_thread=False),
             "service": Provide(provide_service, sync_to_thread=False),
+            "packs": Provide(provide_packs, sync_to_thread=False),
         },
         exception_handlers=EXCEPTION_HANDLERS,
         middleware=[token_middleware(settings.token)],

@@ -133,6 +133,7 @@ class ModelsController(Controller):
         raw = request.scope.get("raw_path") or request.scope["path"].encode()
         if raw.split(b"?")[0].endswith(b"/"):
             raise not_found("Unknown node type ''.")  # GET /v1/models/ (contract 3.2)
+        await engine.refresh()
         version = engine.registry_version()
         etag = f'"{version}"'
         match = request.headers.get("if-none-match")
@@ -145,6 +146,7 @@ class ModelsController(Controller):
 
     @get("/{node_type:path}", summary="One node descriptor (the type contains slashes)")
     async def get_model(self, engine: Engine, node_type: str) -> Response[Any]:
+        await engine.refresh()
         node_type = node_type.lstrip("/")
         descriptor = engine.descriptor(node_type) if node_type else None
         if descriptor is None:
@@ -160,6 +162,7 @@ class RunsController(Controller):
         status_code=201,
     )
     async def submit(self, service: RunService, data: dict[str, Any]) -> Response[Submitted]:
+        await service.engine.refresh()
         run, created = await service.submit(data)
         return Response(Submitted(run.id, run.status), status_code=201 if created else 200)
 

@@ -1,0 +1,156 @@
+"""Pack management over HTTP: only for loopback clients, or for anyone holding the token."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import asdict
+from typing import Any
+
+import msgspec
+from inline_registry import PackNotInstalled, RegistryError, ScanRefused
+from litestar import Controller, Request, Response, delete, get, post
+from litestar.datastructures import State
+
+from .._packs import PackService
+from ._errors import ApiError
+
+
+class InstallBody(msgspec.Struct, frozen=True, rename="camel"):
+    source: str
+    ref: str | None = None
+    allow: list[str] = []
+    allow_local_sources: bool = False
+
+
+class UpgradeBody(msgspec.Struct, frozen=True):
+    to: str | None = None
+    allow: list[str] = []
+
+
+class NodeSwitch(msgspec.Struct, frozen=True):
+    type: str
+    enabled: bool
+
+
+def _loopback(host: str | None) -> bool:
+    try:
+        return host is not None and ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def guard_packs(request: Request[Any, Any, Any], state: State) -> None:
+    """Pack operations run code: refuse remote clients unless the server has a token (which
+    the token middleware already checked)."""
+    token = state.engine.settings.token
+    client = request.client.host if request.client else None
+    if token is None and not _loopback(client):
+        raise ApiError(
+            403, "forbidden", "Pack management is only available from this machine or with a token."
+        )
+
+
+def _jsonable(result: Any) -> dict[str, Any]:
+    out = asdict(result)
+    if getattr(result, "scan", None) is not None:
+        out["scan"] = msgspec.to_builtins(result.scan)
+    return {_camel(k): v for k, v in out.items()}
+
+
+def _camel(key: str) -> str:
+    head, *rest = key.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
+def _error(exc: RegistryError) -> ApiError:
+    if isinstance(exc, PackNotInstalled):
+        return ApiError(404, "not_found", str(exc))
+    if isinstance(exc, ScanRefused):
+        code = "scan_blocked" if exc.blocked else "consent_required"
+        return ApiError(409, code, str(exc), extra={"blocked": exc.blocked, "consent": exc.consent})
+    return ApiError(422, "pack_refused", str(exc))
+
+
+class PacksController(Controller):
+    path = "/v1/packs"
+
+    @get(summary="Installed packs: name, version, SDK, node ids, venv size, state")
+    async def list_packs(
+        self, packs: PackService, request: Request[Any, Any, Any], state: State
+    ) -> dict[str, Any]:
+        guard_packs(request, state)
+        return {"packs": [_jsonable(r) for r in await packs.list()]}
+
+    @post(summary="Install a pack from a folder, wheel, name==version or git URL", status_code=201)
+    async def install(
+        self, packs: PackService, data: InstallBody, request: Request[Any, Any, Any], state: State
+    ) -> dict[str, Any]:
+        guard_packs(request, state)
+        try:
+            result = await packs.install(
+                data.source,
+                ref=data.ref,
+                allow=data.allow,
+                allow_local_sources=data.allow_local_sources,
+            )
+        except RegistryError as exc:
+            raise _error(exc) from None
+        return _jsonable(result)
+
+    @post("/{name:str}/upgrade", summary="Upgrade a pack (to a version)", status_code=200)
+    async def upgrade(
+        self,
+        packs: PackService,
+        name: str,
+        data: UpgradeBody,
+        request: Request[Any, Any, Any],
+        state: State,
+    ) -> dict[str, Any]:
+        guard_packs(request, state)
+        try:
+            return _jsonable(await packs.upgrade(name, to=data.to, allow=data.allow))
+        except RegistryError as exc:
+            raise _error(exc) from None
+
+    @post("/{name:str}/rollback", summary="Switch back to the previous version", status_code=200)
+    async def rollback(
+        self, packs: PackService, name: str, request: Request[Any, Any, Any], state: State
+    ) -> dict[str, Any]:
+        guard_packs(request, state)
+        try:
+            return _jsonable(await packs.rollback(name))
+        except RegistryError as exc:
+            raise _error(exc) from None
+
+    @delete("/{name:str}", summary="Remove a pack", status_code=200)
+    async def remove(
+        self, packs: PackService, name: str, request: Request[Any, Any, Any], state: State
+    ) -> dict[str, Any]:
+        guard_packs(request, state)
+        try:
+            await packs.remove(name)
+        except RegistryError as exc:
+            raise _error(exc) from None
+        return {"removed": name}
+
+    @post("/sync", summary="Rebuild every venv exactly from the lock", status_code=200)
+    async def sync(
+        self, packs: PackService, request: Request[Any, Any, Any], state: State
+    ) -> dict[str, Any]:
+        guard_packs(request, state)
+        try:
+            results = await packs.sync()
+        except RegistryError as exc:
+            raise _error(exc) from None
+        return {"packs": [_jsonable(r) for r in results]}
+
+    @post("/nodes", summary="Enable or disable one node type, live", status_code=200)
+    async def switch(
+        self, packs: PackService, data: NodeSwitch, request: Request[Any, Any, Any], state: State
+    ) -> Response[Any]:
+        guard_packs(request, state)
+        try:
+            await packs.set_node_enabled(data.type, data.enabled)
+        except RegistryError as exc:
+            raise _error(exc) from None
+        return Response({"type": data.type, "enabled": data.enabled})
