@@ -73,3 +73,19 @@ def test_oversized_uploads_are_refused(tmp_path):
         assert ok.status_code == 200
     finally:
         server.stop()
+
+
+def test_a_model_file_added_while_serving_appears_in_pickers(client, server):
+    def vae_options() -> list[str]:
+        d = client.get("/v1/models/load/vae").json()
+        (field,) = [p for p in d["params"] if p["key"] == "file"]
+        return [o["value"] for o in field.get("options", [])]
+
+    assert "fresh.safetensors" not in vae_options()
+    folder = server.data_dir / "models" / "vae"
+    (folder / "fresh.safetensors").write_bytes(b"\x08" + b"\x00" * 7 + b"{}      ")
+    (folder / ".hidden.safetensors").write_bytes(b"x")
+    (folder / "notes.txt").write_text("not a model")
+    options = vae_options()
+    assert "fresh.safetensors" in options
+    assert ".hidden.safetensors" not in options and "notes.txt" not in options
