@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import asdict
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 from inline_registry import PackNotInstalled, RegistryError, ScanRefused
 from litestar import Controller, Request, Response, delete, get, post
-from litestar.datastructures import State
+from litestar.connection import ASGIConnection
+from litestar.handlers import BaseRouteHandler
 
 from .._packs import PackService
-from ._errors import ApiError
+from ._errors import ApiError, handle_api_error
 
 
 class InstallBody(msgspec.Struct, frozen=True, rename="camel"):
@@ -39,11 +40,11 @@ def _loopback(host: str | None) -> bool:
         return host == "localhost"
 
 
-def guard_packs(request: Request[Any, Any, Any], state: State) -> None:
+def guard_packs(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
     """Pack operations run code: refuse remote clients unless the server has a token (which
     the token middleware already checked)."""
-    token = state.engine.settings.token
-    client = request.client.host if request.client else None
+    token = connection.app.state.engine.settings.token
+    client = connection.client.host if connection.client else None
     if token is None and not _loopback(client):
         raise ApiError(
             403, "forbidden", "Pack management is only available from this machine or with a token."
@@ -62,6 +63,11 @@ def _camel(key: str) -> str:
     return head + "".join(p.title() for p in rest)
 
 
+def handle_registry_error(_: Request[Any, Any, Any], exc: RegistryError) -> Response[Any]:
+    """Pack failures as the contract's error envelope."""
+    return handle_api_error(_, _error(exc))
+
+
 def _error(exc: RegistryError) -> ApiError:
     if isinstance(exc, PackNotInstalled):
         return ApiError(404, "not_found", str(exc))
@@ -73,84 +79,42 @@ def _error(exc: RegistryError) -> ApiError:
 
 class PacksController(Controller):
     path = "/v1/packs"
+    guards: ClassVar = [guard_packs]
+    exception_handlers: ClassVar = {RegistryError: handle_registry_error}
 
     @get(summary="Installed packs: name, version, SDK, node ids, venv size, state")
-    async def list_packs(
-        self, packs: PackService, request: Request[Any, Any, Any], state: State
-    ) -> dict[str, Any]:
-        guard_packs(request, state)
+    async def list_packs(self, packs: PackService) -> dict[str, Any]:
         return {"packs": [_jsonable(r) for r in await packs.list()]}
 
     @post(summary="Install a pack from a folder, wheel, name==version or git URL", status_code=201)
-    async def install(
-        self, packs: PackService, data: InstallBody, request: Request[Any, Any, Any], state: State
-    ) -> dict[str, Any]:
-        guard_packs(request, state)
-        try:
-            result = await packs.install(
-                data.source,
-                ref=data.ref,
-                allow=data.allow,
-                allow_local_sources=data.allow_local_sources,
-            )
-        except RegistryError as exc:
-            raise _error(exc) from None
+    async def install(self, packs: PackService, data: InstallBody) -> dict[str, Any]:
+        result = await packs.install(
+            data.source,
+            ref=data.ref,
+            allow=data.allow,
+            allow_local_sources=data.allow_local_sources,
+        )
         return _jsonable(result)
 
     @post("/{name:str}/upgrade", summary="Upgrade a pack (to a version)", status_code=200)
-    async def upgrade(
-        self,
-        packs: PackService,
-        name: str,
-        data: UpgradeBody,
-        request: Request[Any, Any, Any],
-        state: State,
-    ) -> dict[str, Any]:
-        guard_packs(request, state)
-        try:
-            return _jsonable(await packs.upgrade(name, to=data.to, allow=data.allow))
-        except RegistryError as exc:
-            raise _error(exc) from None
+    async def upgrade(self, packs: PackService, name: str, data: UpgradeBody) -> dict[str, Any]:
+        return _jsonable(await packs.upgrade(name, to=data.to, allow=data.allow))
 
     @post("/{name:str}/rollback", summary="Switch back to the previous version", status_code=200)
-    async def rollback(
-        self, packs: PackService, name: str, request: Request[Any, Any, Any], state: State
-    ) -> dict[str, Any]:
-        guard_packs(request, state)
-        try:
-            return _jsonable(await packs.rollback(name))
-        except RegistryError as exc:
-            raise _error(exc) from None
+    async def rollback(self, packs: PackService, name: str) -> dict[str, Any]:
+        return _jsonable(await packs.rollback(name))
 
     @delete("/{name:str}", summary="Remove a pack", status_code=200)
-    async def remove(
-        self, packs: PackService, name: str, request: Request[Any, Any, Any], state: State
-    ) -> dict[str, Any]:
-        guard_packs(request, state)
-        try:
-            await packs.remove(name)
-        except RegistryError as exc:
-            raise _error(exc) from None
+    async def remove(self, packs: PackService, name: str) -> dict[str, Any]:
+        await packs.remove(name)
         return {"removed": name}
 
     @post("/sync", summary="Rebuild every venv exactly from the lock", status_code=200)
-    async def sync(
-        self, packs: PackService, request: Request[Any, Any, Any], state: State
-    ) -> dict[str, Any]:
-        guard_packs(request, state)
-        try:
-            results = await packs.sync()
-        except RegistryError as exc:
-            raise _error(exc) from None
+    async def sync(self, packs: PackService) -> dict[str, Any]:
+        results = await packs.sync()
         return {"packs": [_jsonable(r) for r in results]}
 
     @post("/nodes", summary="Enable or disable one node type, live", status_code=200)
-    async def switch(
-        self, packs: PackService, data: NodeSwitch, request: Request[Any, Any, Any], state: State
-    ) -> Response[Any]:
-        guard_packs(request, state)
-        try:
-            await packs.set_node_enabled(data.type, data.enabled)
-        except RegistryError as exc:
-            raise _error(exc) from None
+    async def switch(self, packs: PackService, data: NodeSwitch) -> Response[Any]:
+        await packs.set_node_enabled(data.type, data.enabled)
         return Response({"type": data.type, "enabled": data.enabled})
