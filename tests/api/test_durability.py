@@ -145,3 +145,33 @@ def test_server_module_entry_point_help():
         [sys.executable, "-m", "inline_host", "--help"], capture_output=True, text=True, timeout=60
     )
     assert out.returncode == 0 and "INLINE_PORT" in out.stdout
+
+
+def test_finished_runs_leave_memory_but_stay_readable(tmp_path):
+    import anyio
+    from inline_host import Engine, Settings
+    from inline_host._service import RunService
+    from inline_host._store import RunStore
+
+    async def scenario() -> None:
+        settings = Settings.from_env({"INLINE_DATA_DIR": str(tmp_path / "data")})
+        async with Engine.open(settings) as engine:
+            service = RunService(engine, RunStore(settings.db_path), keep_finished=3)
+            async with anyio.create_task_group() as tg:
+                await service.start(tg)
+                ids = []
+                for i in range(6):
+                    run_id, _, _ = await service.submit(
+                        body("t", node("t", "input/text", {"text": f"t{i}"}), clientRunId=f"k{i}")
+                    )
+                    await service.runs[run_id].settled.wait()
+                    ids.append(run_id)
+                assert len([r for r in service.runs.values() if r.finished]) == 3
+                assert all(service.state(i).status == "done" for i in ids)
+                again = await service.submit(
+                    body("t", node("t", "input/text", {"text": "t0"}), clientRunId="k0")
+                )
+                assert again == (ids[0], "done", False)  # replay survives eviction
+                tg.cancel_scope.cancel()
+
+    anyio.run(scenario)

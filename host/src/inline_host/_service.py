@@ -275,7 +275,9 @@ class _TakingExecutor:
 class RunService:
     """Accepts, stores, queues, executes and reports runs."""
 
-    def __init__(self, engine: Engine, store: RunStore, *, max_concurrent: int = 1) -> None:
+    def __init__(
+        self, engine: Engine, store: RunStore, *, max_concurrent: int = 1, keep_finished: int = 2000
+    ) -> None:
         self.engine = engine
         self.store = store
         settings = engine.settings
@@ -283,7 +285,9 @@ class RunService:
         self.runs: dict[str, LiveRun] = {}
         self.queue: deque[LiveRun] = deque()
         self._queued = anyio.Event()
-        self._client_ids: dict[str, str] = {}
+        self._client_ids: dict[str, tuple[str, str]] = {}  # clientRunId -> (run id, hash)
+        self._finished: deque[str] = deque()  # finished runs kept in memory, oldest first
+        self.keep_finished = keep_finished
         self._inflight_targets: dict[str, LiveRun] = {}
         self._max = max(1, max_concurrent)
         self._tg: anyio.abc.TaskGroup | None = None
@@ -331,8 +335,9 @@ class RunService:
         return run
 
     # submit -----------------------------------------------------------------------------------
-    async def submit(self, body: Any) -> tuple[LiveRun, bool]:
-        """Accept a run request; (run, created). Raises RequestInvalid, GraphInvalid, Conflict.
+    async def submit(self, body: Any) -> tuple[str, str, bool]:
+        """Accept a run request; (run id, status, created). Raises RequestInvalid, GraphInvalid,
+        Conflict.
 
         A run whose target is already in the output cache is settled before this returns (the
         contract's "instant graph"), in one transaction; every other run is stored as queued
@@ -346,9 +351,10 @@ class RunService:
         client = body.get("clientRunId")
         client_key = None if client is None else msgspec.json.encode(client).decode()
         if client_key is not None and client_key in self._client_ids:
-            existing = self.runs[self._client_ids[client_key]]
-            if existing.request_hash == req_hash:
-                return existing, False
+            existing_id, existing_hash = self._client_ids[client_key]
+            if existing_hash == req_hash:
+                state = self.state(existing_id)
+                return existing_id, state.status if state else "queued", False
             raise Conflict(f"clientRunId {client!r} was reused with a different graph.")
         stored_request = {"graph": self._with_resolved_seeds(graph_doc, planned), "target": target}
         run = LiveRun(
@@ -372,14 +378,14 @@ class RunService:
         )
         self.runs[run.id] = run
         if client_key is not None:
-            self._client_ids[client_key] = run.id
+            self._client_ids[client_key] = (run.id, req_hash)
         if planned.node(target).key in self.engine.cache:
             run.unsaved = row  # written once, settled, by _settle
             await self._execute(run)
-            return run, True
+            return run.id, run.status, True
         self.store.add_run(row)
         self._enqueue(run)
-        return run, True
+        return run.id, run.status, True
 
     def _with_resolved_seeds(self, graph: dict[str, Any], planned: Plan) -> dict[str, Any]:
         """The graph with random seeds replaced by the ones drawn, so a resume redraws none."""
@@ -529,6 +535,10 @@ class RunService:
         run.settled.set()
         if self.on_settled is not None:
             self.on_settled(run)
+        # finished runs stay readable from the store; memory keeps only the newest ones
+        self._finished.append(run.id)
+        while len(self._finished) > self.keep_finished:
+            self.runs.pop(self._finished.popleft(), None)
 
 
 def stored_state(stored: StoredRun, takes: list[Take]) -> RunState:

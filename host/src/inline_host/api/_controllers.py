@@ -163,8 +163,8 @@ class RunsController(Controller):
     )
     async def submit(self, service: RunService, data: dict[str, Any]) -> Response[Submitted]:
         await service.engine.refresh()
-        run, created = await service.submit(data)
-        return Response(Submitted(run.id, run.status), status_code=201 if created else 200)
+        run_id, status, created = await service.submit(data)
+        return Response(Submitted(run_id, status), status_code=201 if created else 200)
 
     @get(summary="Unfinished runs in submission order")
     async def list_runs(self, service: RunService) -> RunList:
