@@ -9,18 +9,21 @@ restart. Names with path traversal are refused.
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
 import msgspec
 from inline_registry import NodeManifest
-from inline_sdk import Descriptor, ModelStatus, Option
-
-WEIGHT_SUFFIXES: Final = frozenset(
-    {".safetensors", ".ckpt", ".pt", ".pth", ".bin", ".gguf", ".onnx"}
+from inline_sdk import (
+    Descriptor,
+    ModelStatus,
+    Option,
+    UnsafeName,
+    check_model_name,
+    is_weight_entry,
 )
+
 CATEGORIES: Final = (
     "diffusion_models", "checkpoints", "vae", "text_encoders", "loras", "clip_vision",
     "controlnet", "upscale_models", "latent_upscale_models", "model_patches", "embeddings",
@@ -28,35 +31,8 @@ CATEGORIES: Final = (
 )  # fmt: skip
 
 
-class UnsafeName(ValueError):
-    """A model name that would leave its category folder."""
-
-
-def check_name(name: str) -> str:
-    """``name`` if it is a plain entry name of a category folder; raises ``UnsafeName``."""
-    if (
-        not name
-        or name in (".", "..")
-        or "/" in name
-        or "\\" in name
-        or "\x00" in name
-        or name.startswith(".")
-    ):
-        raise UnsafeName(f"'{name}' is not a plain model name (no folders, no '..')")
-    return name
-
-
-def _has_weights(folder: Path) -> bool:
-    for _dirpath, _dirs, files in os.walk(folder):
-        if any(Path(f).suffix.lower() in WEIGHT_SUFFIXES for f in files):
-            return True
-    return False
-
-
-def _is_weight_entry(path: Path) -> bool:
-    if path.is_file():
-        return path.suffix.lower() in WEIGHT_SUFFIXES
-    return path.is_dir() and _has_weights(path)
+# The naming rules are the SDK's, so packs that load from the models dir apply the same ones.
+check_name = check_model_name
 
 
 class ModelCatalogs:
@@ -88,7 +64,7 @@ class ModelCatalogs:
                 if category == "characters":
                     if child.is_file() and child.suffix == ".char":
                         names.add(child.name)
-                elif _is_weight_entry(child):
+                elif is_weight_entry(child):
                     names.add(child.name)
         listing = tuple(sorted(names))
         self._cache[category] = (stamp, listing)

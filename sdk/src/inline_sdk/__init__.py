@@ -17,11 +17,16 @@ from ._errors import (
 from ._kinds import HANDLE_KINDS, MEDIA_KINDS, PORT_KINDS, is_list_kind, port_satisfies
 from ._media import AssetIdRef, AssetRef, Audio, Image, Mask, Media, PathRef, Video
 from ._memory import Memory
+from ._models import WEIGHT_SUFFIXES, UnsafeName, check_model_name, is_weight_entry
 from ._node import NodeSpec, Output, Param, Port, node
 from ._version import SDK_MAJOR, SDK_VERSION
 from .hookspecs import hookimpl
 
 __all__ = (
+    "WEIGHT_SUFFIXES",
+    "UnsafeName",
+    "check_model_name",
+    "is_weight_entry",
     "HANDLE_KINDS",
     "MEDIA_KINDS",
     "PORT_KINDS",

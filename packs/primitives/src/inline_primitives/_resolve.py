@@ -3,32 +3,9 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Final
 
-WEIGHT_SUFFIXES: Final = (".safetensors", ".ckpt", ".pt", ".pth", ".bin", ".gguf", ".sft")
-
-
-def check_name(name: str) -> str:
-    """``name`` if it is a plain entry of a category folder; raises ``ValueError``."""
-    if (
-        not name
-        or name in (".", "..")
-        or "/" in name
-        or "\\" in name
-        or "\x00" in name
-        or name.startswith(".")
-    ):
-        raise ValueError(f"'{name}' is not a plain model name (no folders, no '..')")
-    return name
-
-
-def is_weight_entry(path: Path) -> bool:
-    """A weight file, or a folder holding weights (a diffusers / HF folder)."""
-    if path.is_file():
-        return path.suffix.lower() in WEIGHT_SUFFIXES
-    if path.is_dir():
-        return any(p.suffix.lower() in WEIGHT_SUFFIXES for p in path.rglob("*") if p.is_file())
-    return False
+from inline_sdk import check_model_name as check_name
+from inline_sdk import is_weight_entry
 
 
 def entries(folder: Path) -> list[Path]:
