@@ -112,6 +112,9 @@ def test_2_key_style_and_presence(client, server):
     assert h["apiVersion"] == "v1" and h["schemaVersions"] == {"min": 1, "max": 1}
     assert {"kind", "profile", "vramBudgetMb", "vramFreeMb", "ramFreeMb"} <= set(h["device"])
     assert list(h)[:5] == ["ok", "apiVersion", "schemaVersions", "registryVersion", "device"]
+    memory = h["memory"]  # the broker: budget per device, and per worker what it holds, with plans
+    assert memory["profile"] == h["device"]["profile"] and memory["budget"]["cpu"]["bytes"] > 0
+    assert all({"pack", "pid", "models"} <= set(w) for w in memory["workers"])
 
 
 # 3. validation order, nodeId placement, all errors at once --------------------------------------

@@ -34,6 +34,9 @@ VALUES: list[p.Value] = [
     p.HandleValue(kind="model", id=7),
     p.JsonValue(value={"a": [1, 2.5, None]}),
 ]
+PLAN = p.ComponentPlan(
+    name="/m/z.safetensors", role="diffusion", device="cpu", dtype="fp32", quantization="int8"
+)
 SAMPLES: list[object] = [
     p.Hello(
         protocol=1,
@@ -66,6 +69,14 @@ SAMPLES: list[object] = [
     p.Done(id=1, outputs={"image": MEDIA, "text": p.TextValue(text="t")}),
     p.Failed(id=1, error=ERROR),
     p.CallCancelled(id=1),
+    p.PlaceAsk(
+        ask=1,
+        components=[p.ModelSize(name="/m/z.safetensors", role="diffusion", params=6, bytes=12)],
+        activation_bytes=918,
+    ),
+    p.Placed(ask=1, fits=True, reason="fits", components=[PLAN], park_text_encoder=True),
+    p.Holding(models=[p.HeldModel(slot="diffusion", name="/m/z.safetensors", bytes=12, plan=PLAN)]),
+    p.Evict(slots=["diffusion"]),
 ]
 
 

@@ -6,10 +6,10 @@ loading straight to the device, the tokenizer rules, prompt encoding, the sample
 
 from inline_sdk import NodeSpec, hookimpl
 
-from ._errors import KeysMismatch, ModelFileError, NotSafetensors, UnknownModel
+from ._errors import KeysMismatch, ModelFileError, NotSafetensors, UnknownModel, WontFit
 from ._families import FAMILIES, Component, Detection, Family, detect
 from ._header import WeightsHeader, read_header
-from ._loading import ModelCache, Placement, default_placement, free_memory
+from ._loading import ModelCache, Placement, apply_placement, default_placement, free_memory
 from ._nodes import (
     Latent,
     check_conditioning,
@@ -48,6 +48,8 @@ __all__ = (
     "TokenizerMissing",
     "UnknownModel",
     "WeightsHeader",
+    "WontFit",
+    "apply_placement",
     "as_ref",
     "check_conditioning",
     "check_name",

@@ -29,7 +29,7 @@ def decode(vae: Any, latents: Any, *, tiled: bool | None = None) -> list[Any]:
     them. Decodes in tiles when the image has 1024x1024 pixels or more (or ``tiled``)."""
     import torch
 
-    from ._loading import execution_device
+    from ._loading import execution_device, trim_heap
 
     if tiled is None and getattr(vae, "_inline_tiling", False):
         tiled = True  # the memory plan asks for it (offloaded, or a large batch)
@@ -48,7 +48,10 @@ def decode(vae: Any, latents: Any, *, tiled: bool | None = None) -> list[Any]:
             image = vae.decode(z, return_dict=False)[0]
         image = (image / 2 + 0.5).clamp(0, 1)
         arrays = image.cpu().permute(0, 2, 3, 1).float().numpy()
-    return [(a * 255).round().astype("uint8") for a in arrays]
+    out = [(a * 255).round().astype("uint8") for a in arrays]
+    del image, arrays, z
+    trim_heap()  # the render's activations: give them back now the last stage is done
+    return out
 
 
 def load_rgb(data: bytes, size: tuple[int, int] | None = None) -> Any:

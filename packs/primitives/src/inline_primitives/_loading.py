@@ -51,6 +51,9 @@ def ensure_imports() -> None:
     with _IMPORT_LOCK:
         if _IMPORTED:
             return
+        # diffusers and transformers import torchao when it is installed; its CUDA-only kernels
+        # are absent on CPU machines and it would warn about each one
+        os.environ.setdefault("TORCHAO_FORCE_SKIP_LOADING_SO_FILES", "1")
         import accelerate  # noqa: F401
         import diffusers.loaders.single_file_utils  # noqa: F401
         import safetensors.torch  # noqa: F401
@@ -81,14 +84,18 @@ class Placement:
 
 
 def default_placement(nbytes: int) -> Placement:
-    """The device and dtype for a model of ``nbytes`` (until the memory policy owns this).
+    """The device and dtype for a model of ``nbytes`` when no host broker answers (a library
+    used outside a worker, or an old host): the policy proper lives in the host.
 
     CUDA in bf16 when present; otherwise the CPU in fp32 (bf16 is several times slower there),
-    keeping the file's dtype for models too big to double. ``INLINE_DEVICE`` overrides the device.
+    keeping the file's dtype for models too big to double. ``INLINE_DEVICE`` overrides the device;
+    ``INLINE_PROFILE=cpu`` keeps it on the CPU.
     """
     import torch
 
     device = os.environ.get("INLINE_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    if os.environ.get("INLINE_PROFILE") == "cpu":
+        device = "cpu"
     if device.startswith("cuda"):
         return Placement(device, "bfloat16")
     return Placement(device, "float32" if nbytes <= 4 * 1024**3 else None)
@@ -158,38 +165,76 @@ def _load(det: Detection, placement: Placement) -> Any:
 
 
 def load_placed(det: Detection, placement: Placement) -> Any:
-    """``load`` onto where the weights live between uses, then apply the rest of the plan:
-    int8 weight-only quantization (torchao ``quantize_`` after the load: diffusers'
-    ``from_single_file(quantization_config=...)`` silently skips it) and offload hooks."""
+    """``load`` onto where the weights live between uses, then ``apply_placement``."""
     home = placement.device
-    if placement.offload != "resident" or placement.parked:
-        home = "cpu"  # offloaded and parked weights live in system RAM
-    module = load(det, Placement(home, placement.dtype))
-    if placement.quantization == "int8":
+    if placement.offload != "resident" or placement.parked or placement.quantization != "none":
+        # offloaded and parked weights live in system RAM; int8 is made layer by layer from
+        # the mapped file, so the full-precision model never sits on the device
+        home = "cpu"
+    return apply_placement(load(det, Placement(home, placement.dtype)), placement)
+
+
+def apply_placement(module: Any, placement: Placement) -> Any:
+    """Apply the rest of a plan to a loaded module: int8 weight-only quantization (torchao
+    ``quantize_`` after the load: diffusers' ``from_single_file(quantization_config=...)``
+    silently skips it), then the device or the offload hooks (accelerate)."""
+    device = placement.device
+    resident_on = device if placement.offload == "resident" and not placement.parked else "cpu"
+    if placement.quantization == "int8" and resident_on != "cpu":
+        for block in _blocks(module):  # one block on the device in full precision at a time
+            block.to(resident_on)
+            quantize_int8(block, trim=False)
+        free_memory()
+    elif placement.quantization == "int8":
         quantize_int8(module)
+    module.to(resident_on)
     if placement.offload == "model":
         from accelerate import cpu_offload_with_hook
 
-        _, hook = cpu_offload_with_hook(module, execution_device=placement.device)
+        _, hook = cpu_offload_with_hook(module, execution_device=device)
         module._inline_offload_hook = hook
     elif placement.offload == "sequential":
         from accelerate import cpu_offload
 
-        cpu_offload(module, execution_device=placement.device)
-    module._inline_device = placement.device
+        cpu_offload(module, execution_device=device)
+    module._inline_device = device
     if placement.tiling:
         module._inline_tiling = True
     return module
 
 
-def quantize_int8(module: Any) -> None:
+def _blocks(module: Any) -> list[Any]:
+    """The module's children, with block lists (``layers``...) opened into their blocks."""
+    import torch
+
+    out = []
+    for child in module.children():
+        out.extend(child if isinstance(child, torch.nn.ModuleList) else [child])
+    return out
+
+
+def quantize_int8(module: Any, *, trim: bool = True) -> None:
     """int8 weight-only quantization of every linear layer, in place (torchao)."""
     # torchao's CUDA-only kernels are absent from CPU wheels; without this it warns on import
     os.environ.setdefault("TORCHAO_FORCE_SKIP_LOADING_SO_FILES", "1")
+    import torch
     from torchao.quantization import Int8WeightOnlyConfig, quantize_
 
     quantize_(module, Int8WeightOnlyConfig())
-    free_memory()  # the full-precision weights each layer dropped
+    # What stays full precision (norms, embedders) may still view the memory-mapped file, which
+    # keeps the whole mapping, and every page quantization read, resident: own those few bytes.
+    with torch.no_grad():
+        for sub in module.modules():
+            for name, p in list(sub.named_parameters(recurse=False)):
+                if type(p.data) is torch.Tensor and p.device.type == "cpu":
+                    setattr(sub, name, torch.nn.Parameter(p.data.clone(), requires_grad=False))
+            for name, b in list(sub.named_buffers(recurse=False)):
+                if type(b) is torch.Tensor and b.device.type == "cpu":
+                    sub.register_buffer(
+                        name, b.clone(), persistent=name not in sub._non_persistent_buffers_set
+                    )
+    if trim:
+        free_memory()  # the full-precision weights each layer dropped, and the mapping
 
 
 def execution_device(module: Any) -> Any:
@@ -271,9 +316,7 @@ class ModelCache:
 def free_memory() -> None:
     """Give freed tensors back (Python, the C heap, then the CUDA caching allocator)."""
     gc.collect()
-    if sys.platform == "linux":  # glibc keeps freed heap pages unless asked to trim
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL("libc.so.6").malloc_trim(0)
+    trim_heap()
     try:
         import torch
 
@@ -281,6 +324,14 @@ def free_memory() -> None:
             torch.cuda.empty_cache()
     except ImportError:  # pragma: no cover
         pass
+
+
+def trim_heap() -> None:
+    """Return freed C-heap pages to the OS (glibc keeps them, in every thread's arena, unless
+    asked): a render's activations otherwise stay charged to the worker after it finished."""
+    if sys.platform == "linux":
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
 def file_key(path: Path) -> tuple[Any, ...]:

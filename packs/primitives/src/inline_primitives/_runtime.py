@@ -57,49 +57,111 @@ def plan_placement(plan: ComponentPlan, placed: Placed) -> Placement:
     )
 
 
-def _ask(memory: Memory | None, size: ModelSize) -> tuple[Placement, ComponentPlan | None]:
-    placed = memory.place([size]) if memory is not None else None
+Decision = tuple[Placement, ComponentPlan | None]
+
+
+def _ask(memory: Memory | None, sizes: list[ModelSize], activation: int = 0) -> list[Decision]:
+    """One plan per component: the broker's (asked once, for all of them together, so the
+    policy sees the whole render: text-encoder parking, int8 for all), else the local default."""
+    placed = memory.place(sizes, activation) if memory is not None else None
     if placed is None:
-        where = default_placement(size.bytes)
-        return where, None
-    if not placed.fits or not placed.components:
-        raise WontFit(size.name, placed.reason)
-    plan = placed.components[0]
-    return plan_placement(plan, placed), plan
+        return [(default_placement(s.bytes), None) for s in sizes]
+    if not placed.fits or len(placed.components) != len(sizes):
+        raise WontFit(", ".join(s.name for s in sizes), placed.reason)
+    by_name = {c.name: c for c in placed.components}
+    plans = [by_name.get(s.name, placed.components[i]) for i, s in enumerate(sizes)]
+    return [(plan_placement(plan, placed), plan) for plan in plans]
 
 
-def _get(slot: str, path: Path, det: Detection, memory: Memory | None, make: Any) -> Any:
+def _is_loaded(slot: str, path: Path) -> bool:
     key = file_key(path)
     held = CACHE.peek(slot)
-    if held is not None and held[0][: len(key)] == key:  # loaded already: keep its plan
-        if memory is not None:
-            memory.touch(slot)
-        return held[1]
+    return held is not None and held[0][: len(key)] == key
+
+
+def _loaded(slot: str, path: Path, memory: Memory | None) -> Any | None:
+    """What ``slot`` holds if it is ``path`` already (marked used; it keeps its plan)."""
+    held = CACHE.peek(slot)
+    if held is None or not _is_loaded(slot, path):
+        return None
+    if memory is not None:
+        memory.touch(slot)
+    return held[1]
+
+
+def _get(
+    slot: str,
+    path: Path,
+    det: Detection,
+    memory: Memory | None,
+    make: Any,
+    decided: Decision | None = None,
+) -> Any:
+    found = _loaded(slot, path, memory)
+    if found is not None:
+        return found
     size = _size(det, slot, path)
-    where, plan = _ask(memory, size)
-    value = CACHE.get(slot, (*key, where), lambda: make(where))
+    where, plan = decided if decided is not None else _ask(memory, [size])[0]
+    # the slot frees its old model before loading (nothing here holds a reference to it)
+    value = CACHE.get(slot, (*file_key(path), where), lambda: make(where))
     if memory is not None and plan is not None:
         memory.hold(slot, size.name, plan.bytes or size.bytes, plan, lambda: CACHE.drop(slot))
     return value
 
 
+def activation_bytes(width: int, height: int, *, batch: int = 1, cfg: bool = False) -> int:
+    """Activation memory of one render (the policy's estimate for this family, bf16:
+    ~918 MiB per 1024x1024 image, doubled with classifier-free guidance)."""
+    mib = batch * (height // 8) * (width // 8) * 2 * 0.01 * 2.8
+    return int(mib * (1 << 20) * (2 if cfg else 1))
+
+
+def get_models(
+    refs: dict[str, ModelRef], memory: Memory | None = None, *, activation: int = 0
+) -> dict[str, Any]:
+    """The components of one render (``diffusion``, ``vae``, ``text_encoder`` refs), placed
+    with a single ask when any of them must load: the policy plans the render as a whole."""
+    ensure_imports()
+    dets = {slot: (Path(ref.file), detect(Path(ref.file), slot)) for slot, ref in refs.items()}
+    missing = [slot for slot, (path, _) in dets.items() if not _is_loaded(slot, path)]
+    decided: dict[str, Decision] = {}
+    if missing:
+        sizes = [_size(det, slot, path) for slot, (path, det) in dets.items()]
+        decided = dict(zip(dets, _ask(memory, sizes, activation), strict=True))
+    return {
+        slot: (
+            get_text_encoder(refs[slot], memory, decided.get(slot))
+            if slot == "text_encoder"
+            else get_model(refs[slot], memory, decided.get(slot))
+        )
+        for slot in dets
+    }
+
+
+def _modules() -> list[Any]:
+    """Every loaded module (a text encoder's model, not its wrapper)."""
+    return [v.model if isinstance(v, TextEncoder) else v for v in CACHE.models()]
+
+
 def _model(det: Detection, where: Placement) -> Any:
     module = load_placed(det, where)
     if where.offload == "model":  # one model-offloaded component on the device at a time
-        module.register_forward_pre_hook(lambda m, _args: offload_others(m, CACHE.models()))
+        module.register_forward_pre_hook(lambda m, _args: offload_others(m, _modules()))
     return module
 
 
-def get_model(ref: ModelRef, memory: Memory | None = None) -> Any:
+def get_model(ref: ModelRef, memory: Memory | None = None, decided: Decision | None = None) -> Any:
     """The loaded diffusion model or VAE behind ``ref`` (kept until its slot changes file),
     placed where the host's broker says (``memory``: the node's ``ctx.memory``)."""
     ensure_imports()
     path = Path(ref.file)
     det = detect(path, ref.kind)
-    return _get(ref.kind, path, det, memory, lambda where: _model(det, where))
+    return _get(ref.kind, path, det, memory, lambda where: _model(det, where), decided)
 
 
-def get_text_encoder(ref: ModelRef, memory: Memory | None = None) -> TextEncoder:
+def get_text_encoder(
+    ref: ModelRef, memory: Memory | None = None, decided: Decision | None = None
+) -> TextEncoder:
     """The loaded text encoder behind ``ref`` with its tokenizer (see ``find_tokenizer``)."""
     ensure_imports()
     path = Path(ref.file)
@@ -112,4 +174,4 @@ def get_text_encoder(ref: ModelRef, memory: Memory | None = None) -> TextEncoder
             model, load_tokenizer(folder), str(path), where.device, parked=where.parked
         )
 
-    return _get("text_encoder", path, det, memory, make)
+    return _get("text_encoder", path, det, memory, make, decided)

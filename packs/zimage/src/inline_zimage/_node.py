@@ -85,7 +85,7 @@ class ZImageTurbo:
     ) -> Annotated[Image, Output("image", "Image")]:
         from inline_primitives import check_conditioning, inspect_model, run_sampler
         from inline_primitives._images import decode, encode, encode_png, latent_size
-        from inline_primitives._runtime import get_model, get_text_encoder
+        from inline_primitives._runtime import activation_bytes, get_models
         from inline_primitives._text import encode_prompts
 
         if not prompt or not prompt.strip():
@@ -105,9 +105,11 @@ class ZImageTurbo:
         if missing:
             raise ModelsMissing(missing)
         refs = {kind: inspect_model(r.path, kind) for kind, r in found.items() if r.path}
-        transformer = get_model(refs["diffusion"], ctx.memory)
-        autoencoder = get_model(refs["vae"], ctx.memory)
-        te = get_text_encoder(refs["text_encoder"], ctx.memory)
+        # one ask for the three: the host's policy places the render as a whole
+        loaded = get_models(
+            refs, ctx.memory, activation=activation_bytes(width, height, cfg=guidance > 0)
+        )
+        transformer, autoencoder, te = loaded["diffusion"], loaded["vae"], loaded["text_encoder"]
         ctx.check_cancelled()
 
         positive = encode_prompts(te, [prompt])
