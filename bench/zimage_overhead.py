@@ -18,7 +18,7 @@ from pathlib import Path
 import anyio
 from _common import ROOT, bench_settings, median, write_result
 
-RUNS = 15
+RUNS = 31
 STEPS = 4
 SIZE = 256
 

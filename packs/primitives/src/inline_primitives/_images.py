@@ -29,7 +29,7 @@ def decode(vae: Any, latents: Any, *, tiled: bool | None = None) -> list[Any]:
     them. Decodes in tiles when the image has 1024x1024 pixels or more (or ``tiled``)."""
     import torch
 
-    from ._loading import execution_device, trim_heap
+    from ._loading import execution_device
 
     if tiled is None and getattr(vae, "_inline_tiling", False):
         tiled = True  # the memory plan asks for it (offloaded, or a large batch)
@@ -50,7 +50,6 @@ def decode(vae: Any, latents: Any, *, tiled: bool | None = None) -> list[Any]:
         arrays = image.cpu().permute(0, 2, 3, 1).float().numpy()
     out = [(a * 255).round().astype("uint8") for a in arrays]
     del image, arrays, z
-    trim_heap()  # the render's activations: give them back now the last stage is done
     return out
 
 
