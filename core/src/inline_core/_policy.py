@@ -191,19 +191,7 @@ def place(
             )
             if peak > vram or need_ram > ram:
                 continue
-        plans = tuple(
-            ComponentPlan(
-                c.name,
-                c.role,
-                c.params,
-                sizes[c.name],
-                "cuda",
-                dtype,
-                "int8" if quant == "int8" and c.role != "vae" else "none",
-                offload,
-            )
-            for c in estimate.components
-        )
+        plans = _plans(estimate, sizes, "cuda", dtype, quant, offload)
         how = {
             "resident": "resident on the GPU",
             "model": "with model CPU offload",
@@ -232,25 +220,39 @@ def place(
     return _refuse(estimate, "cuda", dtype, need + act, vram, ram)
 
 
+def _plans(
+    estimate: Estimate,
+    sizes: dict[str, int],
+    device: str,
+    dtype: str,
+    quant: Quantization,
+    offload: Offload,
+) -> tuple[ComponentPlan, ...]:
+    """Every component's plan (the VAE is never quantized: it is small and precision-sensitive)."""
+    return tuple(
+        ComponentPlan(
+            c.name,
+            c.role,
+            c.params,
+            sizes[c.name],
+            device,
+            dtype,
+            "int8" if quant == "int8" and c.role != "vae" else "none",
+            offload,
+        )
+        for c in estimate.components
+    )
+
+
 def _place_cpu(estimate: Estimate, ram: int) -> Placement:
     act = estimate.activation_bytes
-    for dtype, quant in (("fp32", "none"), ("fp32", "int8")):
-        sizes = {c.name: _weights(c, dtype, quant) for c in estimate.components}  # type: ignore[arg-type]
+    dtype = "fp32"
+    quants: tuple[Quantization, ...] = ("none", "int8")
+    for quant in quants:
+        sizes = {c.name: _weights(c, dtype, quant) for c in estimate.components}
         total = sum(sizes.values())
         if total + act <= ram:
-            plans = tuple(
-                ComponentPlan(
-                    c.name,
-                    c.role,
-                    c.params,
-                    sizes[c.name],
-                    "cpu",
-                    dtype,
-                    "int8" if quant == "int8" and c.role != "vae" else "none",
-                    "resident",
-                )
-                for c in estimate.components
-            )
+            plans = _plans(estimate, sizes, "cpu", dtype, quant, "resident")
             label = "int8 weight-only" if quant == "int8" else dtype
             return Placement(
                 fits=True,
