@@ -44,6 +44,7 @@ def build_cpu():
     import torch
     from accelerate import init_empty_weights
     from diffusers import AutoencoderKL, ZImageTransformer2DModel
+    from gpu_zimage import fill_random_  # the same random weights as the speed script
     from inline_primitives import ZIMAGE
     from transformers import Qwen3Config, Qwen3Model
 
@@ -53,13 +54,7 @@ def build_cpu():
         with init_empty_weights():
             module = make()
         module = module.to(torch.bfloat16).to_empty(device="cpu")
-        g = torch.Generator().manual_seed(0)
-        with torch.no_grad():
-            for name, p in module.named_parameters():
-                if "norm" in name and name.endswith("weight"):
-                    p.fill_(1.0)
-                else:
-                    p.normal_(0.0, 0.02, generator=g)
+        fill_random_(module, torch.Generator().manual_seed(0))
         return module.eval().requires_grad_(False)
 
     def cfg(kind):

@@ -25,6 +25,18 @@ sys.path.insert(0, str(HERE.parent / "tests" / "models"))
 SIZE, STEPS, RUNS, PROMPT = 1024, 8, 5, "a red fox in snow, 35mm photograph"
 
 
+def fill_random_(module, generator) -> None:
+    """Random weights a real model could have: norms at 1, everything else N(0, 0.02)."""
+    import torch
+
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            if "norm" in name and name.endswith("weight"):
+                p.fill_(1.0)
+            else:
+                p.normal_(0.0, 0.02, generator=generator)
+
+
 def build(device: str):
     import torch
     from diffusers import AutoencoderKL, ZImageTransformer2DModel
@@ -39,13 +51,7 @@ def build(device: str):
         with init_empty_weights():
             module = make()
         module.to_empty(device=device)
-        g = torch.Generator(device).manual_seed(0)
-        with torch.no_grad():
-            for name, p in module.named_parameters():
-                if "norm" in name and name.endswith("weight"):
-                    p.fill_(1.0)
-                else:
-                    p.normal_(0.0, 0.02, generator=g)
+        fill_random_(module, torch.Generator(device).manual_seed(0))
         return module.to(torch.bfloat16).eval().requires_grad_(False)
 
     t_cfg = {k: v for k, v in comps["diffusion"].shipped_config().items() if not k.startswith("_")}
