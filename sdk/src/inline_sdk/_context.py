@@ -38,6 +38,7 @@ class Context:
         emit_progress: Callable[[str, float, str, int | None, int | None], None],
         emit_preview: Callable[[Image], None],
         cancel_event: threading.Event,
+        emit_stream: Callable[[str, str], None] | None = None,
         logger: logging.Logger,
         memory: Memory | None = None,
     ) -> None:
@@ -52,6 +53,7 @@ class Context:
         self._cwd = cwd
         self._emit_progress = emit_progress
         self._emit_preview = emit_preview
+        self._emit_stream = emit_stream
         self._cancel = cancel_event
 
     # progress -----------------------------------------------------------------------------
@@ -72,6 +74,17 @@ class Context:
     def preview(self, image: Image | bytes) -> None:
         """Offer a small preview image (PNG bytes) of the work in progress."""
         self._emit_preview(image if isinstance(image, Image) else Image(image))
+
+    def stream(self, port: str, text: str) -> None:
+        """Stream ``text`` as the next piece of the ``text`` output ``port`` (tokens as they come).
+
+        Clients see each piece as a ``delta`` event at once, never throttled or dropped. The
+        node still returns the whole text as the output's value: what was streamed is a preview of
+        it. Also a cancellation point. On a host without streaming this does nothing.
+        """
+        self.check_cancelled()
+        if self._emit_stream is not None:
+            self._emit_stream(port, text)
 
     # cancellation -------------------------------------------------------------------------
     @property

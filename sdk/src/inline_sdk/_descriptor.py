@@ -1,8 +1,10 @@
 """Node descriptors as they cross the wire: exactly the /v1 contract's shape (section 3.3).
 
 Field order is the reference's key order; optional fields are omitted rather than ``null``,
-except ``outputKind`` which is always present. ``version``, ``paramsSchema`` and ``models``
-(served only when the node needs model files) are our additions.
+except ``outputKind`` which is always present (``image``, ``video``, ``audio``, or ``text``
+since SDK 1.4: clients that don't know it ignore it). ``version``, ``paramsSchema``,
+``models`` (served only when the node needs model files) and ``concurrency`` (when not 1) are
+our additions.
 """
 
 from __future__ import annotations
@@ -80,6 +82,8 @@ class Descriptor(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, 
     version: str
     params_schema: dict[str, Any]
     models: tuple[ModelStatus, ...] = ()
+    #: How many calls the host runs at once (our addition, SDK 1.4; served when not 1).
+    concurrency: int = 1
 
     def input(self, port_id: str) -> PortSpec | None:
         """The input port named ``port_id``, if declared."""

@@ -57,7 +57,7 @@ CATALOGS: Final = frozenset(
         "characters",
     }
 )
-OUTPUT_KINDS: Final = frozenset({"image", "video", "audio"})
+OUTPUT_KINDS: Final = frozenset({"image", "video", "audio", "text"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,8 +214,13 @@ def node(
     output_kind: str | None = None,
     version: str = "1.0.0",
     hidden: bool = False,
+    concurrency: int = 1,
 ) -> Callable[[Callable[..., Any] | type], NodeSpec]:
-    """Declare a node type. See the module docstring for the shape of the function."""
+    """Declare a node type. See the module docstring for the shape of the function.
+
+    ``concurrency`` is how many calls of this node the host runs at once (across all runs);
+    calls beyond it wait their turn, an earlier run's first.
+    """
 
     def decorate(target: Callable[..., Any] | type) -> NodeSpec:
         return build_spec(
@@ -227,6 +232,7 @@ def node(
             output_kind=output_kind,
             version=version,
             hidden=hidden,
+            concurrency=concurrency,
         )
 
     return decorate
@@ -242,6 +248,7 @@ def build_spec(
     output_kind: str | None,
     version: str,
     hidden: bool,
+    concurrency: int = 1,
 ) -> NodeSpec:
     """Build a ``NodeSpec``; raise ``NodeDeclarationError`` listing every problem."""
     problems: list[str] = []
@@ -252,6 +259,8 @@ def build_spec(
         problems.append(f"{where}: version '{version}' is not semver (MAJOR.MINOR.PATCH)")
     if output_kind is not None and output_kind not in OUTPUT_KINDS:
         problems.append(f"{where}: output_kind must be one of {sorted(OUTPUT_KINDS)} or None")
+    if not isinstance(concurrency, int) or isinstance(concurrency, bool) or concurrency < 1:
+        problems.append(f"{where}: concurrency must be a whole number >= 1, got {concurrency!r}")
 
     is_class = inspect.isclass(target)
     func = getattr(target, "run", None) if is_class else target
@@ -307,6 +316,7 @@ def build_spec(
         hidden=hidden,
         version=version,
         params_schema=_params_schema(params_type),
+        concurrency=concurrency,
     )
     return NodeSpec(
         descriptor=descriptor,

@@ -2,7 +2,15 @@
 
 Evolution rules: new fields get defaults; a field never changes type; ``PROTOCOL`` bumps only on a
 breaking change. Wire structs ignore unknown fields, so an old pack can read a newer host.
-Bulk bytes above ``Hello.shm_threshold`` travel in shared memory (``ShmRef``), never in a frame.
+Bulk bytes above ``Hello.shm_threshold`` travel in shared memory (``ShmRef``), never in a frame;
+when host and worker share no memory (the ``shared-memory`` capability is absent on either side),
+they travel inline in bounded ``BulkChunk`` frames sent before the message that names them
+(``ChunkedRef``).
+
+Capabilities: ``Hello.capabilities`` is what the host understands, ``Welcome.capabilities`` what
+the worker does. Neither side sends a message (or a value variant) the other did not announce, so
+a pack built on an older 1.x SDK keeps working on a newer host. See ``docs/protocol.md`` in the
+SDK for the evolution rules.
 """
 
 from __future__ import annotations
@@ -15,6 +23,17 @@ from ._descriptor import Descriptor
 
 #: Bumped only on a breaking change of the wire format.
 PROTOCOL: Final = 1
+
+#: The worker may stream partial text (``Stream``); the host shows it as ``delta`` events.
+CAP_STREAM: Final = "stream"
+#: Bulk bytes may travel through named shared memory (``ShmRef``).
+CAP_SHARED_MEMORY: Final = "shared-memory"
+#: The host brokers memory: the worker may send ``PlaceAsk``/``Holding`` and gets ``Evict``.
+CAP_BROKER: Final = "broker"
+#: Bulk bytes may travel inline in bounded chunks (``BulkChunk`` + ``ChunkedRef``).
+CAP_CHUNKS: Final = "chunks"
+#: Largest payload of one ``BulkChunk`` (frames stay far below the 16 MiB frame limit).
+CHUNK_SIZE: Final = 4 * 1024 * 1024
 
 
 class _Msg(msgspec.Struct, frozen=True, tag_field="t", forbid_unknown_fields=False):
@@ -36,7 +55,14 @@ class InlineBytes(msgspec.Struct, frozen=True, tag="inline", tag_field="t"):
     data: bytes
 
 
-Bulk = ShmRef | InlineBytes
+class ChunkedRef(msgspec.Struct, frozen=True, tag="chunks", tag_field="t"):
+    """Bytes sent just before, over the same stream, as ``BulkChunk`` frames of blob ``blob``."""
+
+    blob: int
+    size: int
+
+
+Bulk = ShmRef | InlineBytes | ChunkedRef
 
 
 class TextValue(msgspec.Struct, frozen=True, tag="text", tag_field="t"):
@@ -100,6 +126,10 @@ class Hello(_Msg, frozen=True, tag="hello"):
     max_threads: int = 8
     #: The host brokers memory (SDK 1.3): the worker may send ``PlaceAsk`` and ``Holding``.
     broker: bool = False
+    #: What the host understands (SDK 1.4): ``stream``, ``shared-memory``, ``broker``, ``chunks``.
+    #: An older host sends none; the worker then assumes ``shared-memory`` (and ``broker`` as
+    #: the flag above says) and never streams.
+    capabilities: list[str] = []
 
 
 class Call(_Msg, frozen=True, tag="call"):
@@ -126,6 +156,15 @@ class Release(_Msg, frozen=True, tag="release"):
 
 class Shutdown(_Msg, frozen=True, tag="shutdown"):
     """Finish and exit."""
+
+
+class BulkChunk(_Msg, frozen=True, tag="chunk"):
+    """A piece of blob ``blob`` (either direction, ``chunks`` capability); ``ChunkedRef`` names the
+    whole once its last piece is sent."""
+
+    blob: int
+    data: bytes
+    last: bool = False
 
 
 # memory (SDK 1.3) -----------------------------------------------------------------------------
@@ -181,7 +220,7 @@ class Evict(_Msg, frozen=True, tag="evict"):
     slots: list[str]
 
 
-ToWorker = Hello | Call | Cancel | Release | Shutdown | Placed | Evict
+ToWorker = Hello | Call | Cancel | Release | Shutdown | Placed | Evict | BulkChunk
 
 
 # worker -> host -------------------------------------------------------------------------------
@@ -194,6 +233,9 @@ class Welcome(_Msg, frozen=True, tag="welcome"):
     pack_version: str
     descriptors: list[Descriptor]
     pid: int
+    #: What the worker understands (SDK 1.4). A worker of an older SDK sends none: the host then
+    #: assumes ``shared-memory`` and ``broker`` as its SDK version tells.
+    capabilities: list[str] = []
 
 
 class Refused(_Msg, frozen=True, tag="refused"):
@@ -218,6 +260,15 @@ class Preview(_Msg, frozen=True, tag="preview"):
 
     id: int
     image: MediaValue
+
+
+class Stream(_Msg, frozen=True, tag="stream"):
+    """Partial output of a ``text`` port of a running call (``stream`` capability): ``text`` is
+    appended to what was streamed before. Never throttled, coalesced or dropped."""
+
+    id: int
+    port: str
+    text: str
 
 
 class Done(_Msg, frozen=True, tag="done"):
@@ -255,5 +306,15 @@ class Holding(_Msg, frozen=True, tag="holding"):
 
 
 FromWorker = (
-    Welcome | Refused | Progress | Preview | Done | Failed | CallCancelled | PlaceAsk | Holding
+    Welcome
+    | Refused
+    | Progress
+    | Preview
+    | Stream
+    | Done
+    | Failed
+    | CallCancelled
+    | PlaceAsk
+    | Holding
+    | BulkChunk
 )

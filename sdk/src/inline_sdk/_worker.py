@@ -1,4 +1,9 @@
-"""The worker: loads one pack through pluggy and serves node calls over an inherited socket."""
+"""The worker: loads one pack through pluggy and serves node calls over a socket.
+
+The socket is inherited (``--fd N``, the local launcher) or dialled (``--connect HOST:PORT``, a
+worker elsewhere): then the first frame it sends is the per-worker secret from
+``INLINE_WORKER_SECRET``, which the host checks before the handshake.
+"""
 
 from __future__ import annotations
 
@@ -27,10 +32,17 @@ from ._media import MEDIA_TYPES, Image, Media
 from ._memory import Memory
 from ._node import NodeSpec
 from ._protocol import (
+    CAP_BROKER,
+    CAP_CHUNKS,
+    CAP_SHARED_MEMORY,
+    CAP_STREAM,
+    CHUNK_SIZE,
     PROTOCOL,
+    BulkChunk,
     Call,
     CallCancelled,
     Cancel,
+    ChunkedRef,
     Done,
     Evict,
     Failed,
@@ -47,6 +59,7 @@ from ._protocol import (
     RemoteError,
     ShmRef,
     Shutdown,
+    Stream,
     TextValue,
     ToWorker,
     Value,
@@ -56,14 +69,27 @@ from ._shm import Arena, Region, SegmentReader
 from ._version import SDK_VERSION
 
 PREVIEW_LIMIT = 4 * 1024 * 1024
+#: What this SDK's worker understands.
+WORKER_CAPABILITIES = (CAP_STREAM, CAP_SHARED_MEMORY, CAP_BROKER, CAP_CHUNKS)
+SECRET_ENV = "INLINE_WORKER_SECRET"
 log = logging.getLogger("inline.worker")
+
+
+def agreed_capabilities(hello: Hello) -> frozenset[str]:
+    """What both sides understand. A host older than capabilities (SDK < 1.4) sends none: it
+    shares memory and brokers as its ``broker`` flag says, and knows no other message."""
+    if not hello.capabilities:
+        return frozenset({CAP_SHARED_MEMORY} | ({CAP_BROKER} if hello.broker else set()))
+    return frozenset(hello.capabilities) & frozenset(WORKER_CAPABILITIES)
 
 
 def remote_error(exc: BaseException) -> RemoteError:
     """An exception as the wire's error struct."""
     message = str(exc) or type(exc).__name__
     tb = "".join(traceback.format_exception(exc))
-    return RemoteError(type=type(exc).__name__, message=message, traceback=tb)
+    return RemoteError(
+        type=type(exc).__name__, message=_encodable(message), traceback=_encodable(tb)
+    )
 
 
 def load_pack(pack: str) -> tuple[str, list[NodeSpec]]:
@@ -112,7 +138,12 @@ class Worker:
         self.pool = ThreadPoolExecutor(max_workers=hello.max_threads, thread_name_prefix="call")
         self._send_lock = threading.Lock()
         self._roots = [Path(os.path.realpath(r)) for r in hello.input_roots]
-        self.memory = Memory(self.send if hello.broker else None)
+        self.caps = agreed_capabilities(hello)
+        self.memory = Memory(self.send if CAP_BROKER in self.caps else None)
+        #: Blobs arriving in chunks (``chunks``), by id, until the message naming them.
+        self._incoming: dict[int, bytearray] = {}
+        self._done_blobs: dict[int, bytes] = {}
+        self._blob_ids = iter(range(1, 1 << 62))
 
     def send(self, msg: object) -> None:
         frame = self.codec.encode(msg)
@@ -146,6 +177,11 @@ class Worker:
                         threading.Thread(
                             target=self.memory.evict, args=(slots,), name="evict", daemon=True
                         ).start()
+                    case BulkChunk(blob=blob, data=data, last=last):
+                        buf = self._incoming.setdefault(blob, bytearray())
+                        buf += data
+                        if last:
+                            self._done_blobs[blob] = bytes(self._incoming.pop(blob))
                     case Shutdown():
                         return
                     case _:
@@ -183,8 +219,11 @@ class Worker:
             self.calls.pop(msg.id, None)
         try:
             self.send(reply)
-        except (OSError, InlineSdkError) as exc:
-            with contextlib.suppress(OSError):
+        except (OSError, InlineSdkError, ValueError, TypeError) as exc:
+            # the reply could not be encoded or sent (too large, not encodable): say so now,
+            # never leave the host waiting for a reply that will not come
+            log.error("call %d: cannot send its reply: %s", msg.id, exc)
+            with contextlib.suppress(OSError, InlineSdkError):
                 self.send(Failed(id=msg.id, error=remote_error(exc)))
 
     def context(self, msg: Call, spec: NodeSpec, cancel: threading.Event) -> Context:
@@ -201,6 +240,10 @@ class Worker:
                     step_count=total,
                 )
             )
+
+        def emit_stream(port: str, text: str) -> None:
+            if CAP_STREAM in self.caps and text:
+                self.send(Stream(id=msg.id, port=port, text=_encodable(text)))
 
         def emit_preview(image: Image) -> None:
             if len(image.data) > PREVIEW_LIMIT:
@@ -220,6 +263,7 @@ class Worker:
             cwd=Path(self.hello.cwd),
             emit_progress=emit_progress,
             emit_preview=emit_preview,
+            emit_stream=emit_stream,
             cancel_event=cancel,
             logger=logging.getLogger(f"inline.pack.{self.hello.pack}.{spec.type}"),
             memory=self.memory,
@@ -236,7 +280,12 @@ class Worker:
             case TextValue(text=text):
                 return text
             case MediaValue(kind=kind, ext=ext, data=data):
-                raw = data.data if isinstance(data, InlineBytes) else self.reader.view(data)
+                if isinstance(data, InlineBytes):
+                    raw: bytes | memoryview = data.data
+                elif isinstance(data, ChunkedRef):
+                    raw = self._done_blobs.pop(data.blob)
+                else:
+                    raw = self.reader.view(data)
                 return MEDIA_TYPES.get(kind, Media)(raw, ext)
             case HandleValue(id=hid):
                 return self.table.get(hid)
@@ -257,18 +306,54 @@ class Worker:
                     data=InlineBytes(data=value.tobytes()),
                     params=params,
                 )
+            if CAP_SHARED_MEMORY not in self.caps:
+                ref = self.send_chunks(memoryview(value.data).cast("B"))
+                return MediaValue(kind=value.kind, ext=value.ext, data=ref, params=params)
             region = self.arena.put(value.data)
             hid = self.table.add(region, self._free_region)
             ref = ShmRef(segment=region.segment, offset=region.offset, size=region.size)
             return MediaValue(kind=value.kind, ext=value.ext, data=ref, region=hid, params=params)
         if kind == "text" and isinstance(value, str):
-            return TextValue(text=value)
+            return TextValue(text=_encodable(value))
         if kind in HANDLE_KINDS:
             return HandleValue(kind=kind, id=self.table.add(value))
         return JsonValue(value=value)
 
+    def send_chunks(self, data: memoryview) -> ChunkedRef:
+        """Send ``data`` as bounded ``BulkChunk`` frames; the ref that names it afterwards."""
+        blob = next(self._blob_ids)
+        size = len(data)
+        for start in range(0, max(size, 1), CHUNK_SIZE):
+            piece = bytes(data[start : start + CHUNK_SIZE])
+            self.send(BulkChunk(blob=blob, data=piece, last=start + CHUNK_SIZE >= size))
+        return ChunkedRef(blob=blob, size=size)
+
     def _free_region(self, region: Region) -> None:
         self.arena.free(region)
+
+
+def _encodable(text: str) -> str:
+    """``text`` with lone surrogates replaced, so that it always encodes as UTF-8."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def dial(address: str, codec: FrameCodec[Any]) -> socket.socket:
+    """Connect to the host at ``HOST:PORT`` and present the secret (the first frame)."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ValueError(f"expected HOST:PORT, got {address!r}")
+    secret = os.environ.pop(SECRET_ENV, "")
+    if not secret:
+        raise ValueError(f"{SECRET_ENV} is not set")
+    sock = socket.create_connection((host.strip("[]"), int(port)), timeout=30)
+    sock.settimeout(None)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.sendall(len(secret).to_bytes(4, "big") + secret.encode())
+    return sock
 
 
 def run(argv: list[str] | None = None) -> int:
@@ -276,7 +361,13 @@ def run(argv: list[str] | None = None) -> int:
     import argparse
 
     parser = argparse.ArgumentParser(prog="python -m inline_sdk.worker")
-    parser.add_argument("--fd", type=int, required=True, help="inherited socket fd")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--fd", type=int, help="inherited socket fd")
+    where.add_argument(
+        "--connect",
+        metavar="HOST:PORT",
+        help=f"dial the host over TCP (the secret is read from {SECRET_ENV})",
+    )
     parser.add_argument("--pack", required=True, help="entry point name of the pack to serve")
     args = parser.parse_args(argv)
 
@@ -288,8 +379,15 @@ def run(argv: list[str] | None = None) -> int:
         format=f"%(asctime)s [{args.pack}] %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    sock = socket.socket(fileno=args.fd)
     codec: FrameCodec[Any] = FrameCodec(ToWorker)
+    if args.fd is not None:
+        sock = socket.socket(fileno=args.fd)
+    else:
+        try:
+            sock = dial(args.connect, codec)
+        except (OSError, ValueError) as exc:
+            log.error("cannot reach the host at %s: %s", args.connect, exc)
+            return 2
     try:
         hello = recv_frame(sock, codec)
     except ProtocolError as exc:
@@ -317,6 +415,7 @@ def run(argv: list[str] | None = None) -> int:
             pack_version=version,
             descriptors=[n.descriptor for n in nodes],
             pid=os.getpid(),
+            capabilities=list(WORKER_CAPABILITIES),
         )
     )
     try:

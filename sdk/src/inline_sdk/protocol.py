@@ -2,11 +2,18 @@
 
 from ._framing import HEADER, MAX_FRAME, FrameCodec, recv_exact, recv_frame
 from ._protocol import (
+    CAP_BROKER,
+    CAP_CHUNKS,
+    CAP_SHARED_MEMORY,
+    CAP_STREAM,
+    CHUNK_SIZE,
     PROTOCOL,
     Bulk,
+    BulkChunk,
     Call,
     CallCancelled,
     Cancel,
+    ChunkedRef,
     ComponentPlan,
     Done,
     Evict,
@@ -29,6 +36,7 @@ from ._protocol import (
     RemoteError,
     ShmRef,
     Shutdown,
+    Stream,
     TextValue,
     ToWorker,
     Value,
@@ -37,11 +45,18 @@ from ._protocol import (
 from ._shm import Arena, Region, SegmentReader, unlink_segments
 
 __all__ = (
+    "CAP_BROKER",
+    "CAP_CHUNKS",
+    "CAP_SHARED_MEMORY",
+    "CAP_STREAM",
+    "CHUNK_SIZE",
     "HEADER",
     "MAX_FRAME",
     "PROTOCOL",
     "Arena",
     "Bulk",
+    "BulkChunk",
+    "ChunkedRef",
     "Call",
     "CallCancelled",
     "Cancel",
@@ -70,6 +85,7 @@ __all__ = (
     "SegmentReader",
     "ShmRef",
     "Shutdown",
+    "Stream",
     "TextValue",
     "ToWorker",
     "Value",
