@@ -32,6 +32,7 @@ from .._settings import Settings
 from ..models._catalogs import ModelCatalogs, serve_descriptor
 from ..workers._supervisor import HostValue, Supervisor
 from ._blobs import BlobStore
+from ._slots import NodeSlots
 from ._store import TakeSource
 
 
@@ -44,13 +45,21 @@ class RunResult:
 
 
 class PackExecutor:
-    """The kernel's ``Executor``: sends planned nodes to their pack's worker."""
+    """The kernel's ``Executor``: sends planned nodes to their pack's worker, each call in one
+    of its node type's slots (``concurrency``), earlier runs (lower ``order``) first."""
 
     def __init__(self, supervisor: Supervisor) -> None:
         self.supervisor = supervisor
+        self.slots = NodeSlots()
 
     async def execute(
-        self, node: PlannedNode, inputs: dict[str, list[Any]], report: Any
+        self,
+        node: PlannedNode,
+        inputs: dict[str, list[Any]],
+        report: Any,
+        *,
+        order: int = 0,
+        on_start: Callable[[], None] | None = None,
     ) -> dict[str, Any]:
         wire: dict[str, list[Any]] = {}
         for port, values in inputs.items():
@@ -65,9 +74,12 @@ class PackExecutor:
         def on_event(event: Any) -> None:
             report.progress(node.id, event)
 
-        return await self.supervisor.call(
-            node.pack, node.type, node.id, node.params, wire, on_event
-        )
+        async with self.slots.hold(node.type, node.descriptor.concurrency, order):
+            if on_start is not None:
+                on_start()
+            return await self.supervisor.call(
+                node.pack, node.type, node.id, node.params, wire, on_event
+            )
 
 
 class Engine:

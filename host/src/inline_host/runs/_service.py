@@ -36,7 +36,6 @@ from .._errors import InlineHostError, NodeError
 from ._engine import Engine
 from ._events import Subscriber
 from ._live import TERMINAL, LiveRun
-from ._slots import NodeSlots
 from ._store import RunStore, StoredRun, TakeRecord, now_ms
 from ._takes import TakeRecorder, TakeWriter, has_takes, take_bytes, take_ports
 from ._views import NodeState, RunError, RunState, RunSummary, Take
@@ -135,9 +134,9 @@ class _TakingExecutor:
         self, node: PlannedNode, inputs: dict[str, list[Any]], report: Any
     ) -> dict[str, Any]:
         service, run = self.service, self.run
-        async with service.slots.hold(node.type, node.descriptor.concurrency, run.order):
-            run.node_running(node.id)
-            outputs = await service.engine.executor.execute(node, inputs, report)
+        outputs = await service.engine.executor.execute(
+            node, inputs, report, order=run.order, on_start=lambda: run.node_running(node.id)
+        )
         ports = take_ports(node, outputs, is_target=node.id == run.target)
         if ports:
             read = service.engine.bulk.read
@@ -165,7 +164,6 @@ class RunService:
         settings = engine.settings
         writer = TakeWriter(engine.blobs, settings.data_dir / "takes", settings.cwd)
         self.recorder = TakeRecorder(writer, store)
-        self.slots = NodeSlots()
         self.runs: dict[str, LiveRun] = {}
         self.queue: deque[LiveRun] = deque()
         self._queued = anyio.Event()
@@ -342,7 +340,7 @@ class RunService:
             "running": running,
             "queued": len(self.queue),
             "maxRuns": self._max,
-            "waitingForSlots": self.slots.waiting(),
+            "waitingForSlots": self.engine.executor.slots.waiting(),
         }
 
     async def refresh(self) -> None:

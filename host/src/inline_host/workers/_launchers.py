@@ -163,7 +163,8 @@ class TcpLauncher:
 
     async def launch(self, pack: str, python: Path, timeout: float) -> LaunchedWorker:
         secret = secrets.token_hex(32)
-        listener = await anyio.create_tcp_listener(local_host=self.host, local_port=0)
+        multi = await anyio.create_tcp_listener(local_host=self.host, local_port=0)
+        listener = multi.listeners[0]
         try:
             sock = listener.extra(anyio.abc.SocketAttribute.raw_socket)
             port = sock.getsockname()[1]
@@ -186,7 +187,7 @@ class TcpLauncher:
                     await proc.wait()
                 raise
         finally:
-            await listener.aclose()
+            await multi.aclose()
         return _ChildWorker(proc, stream, shares_memory=False, launcher=self.name)
 
     async def _accept(
