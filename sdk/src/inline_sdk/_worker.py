@@ -135,7 +135,9 @@ class Worker:
         self.arena = Arena(hello.shm_prefix)
         self.reader = SegmentReader()
         self.calls: dict[int, threading.Event] = {}
-        self.pool = ThreadPoolExecutor(max_workers=hello.max_threads, thread_name_prefix="call")
+        # the host runs at most ``concurrency`` calls of each node at once: room for all of them
+        threads = max(hello.max_threads, sum(n.descriptor.concurrency for n in nodes))
+        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="call")
         self._send_lock = threading.Lock()
         self._roots = [Path(os.path.realpath(r)) for r in hello.input_roots]
         self.caps = agreed_capabilities(hello)

@@ -153,7 +153,7 @@ def spam(
     return Image(b"\x89PNG\r\n\x1a\nspam" + str(events).encode())
 
 
-@node("testpack/stream", title="Stream text", category="Test", output_kind="text")
+@node("testpack/stream", title="Stream text", category="Test", output_kind="text", concurrency=16)
 def stream(
     ctx: Context,
     *,
