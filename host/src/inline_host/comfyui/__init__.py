@@ -1,0 +1,21 @@
+"""Importing ComfyUI workflows (UI saves, API prompts, PNGs carrying them) as ``/v1`` run documents."""
+
+from ._convert import Imported, Table
+from ._import import import_comfyui
+from ._read import ComfyImportError, NotAWorkflow, Workflow, png_text_chunks, read_workflow
+from ._report import NodeReport, Report, Unmapped, render_text
+
+__all__ = (
+    "ComfyImportError",
+    "Imported",
+    "NodeReport",
+    "NotAWorkflow",
+    "Report",
+    "Table",
+    "Unmapped",
+    "Workflow",
+    "import_comfyui",
+    "png_text_chunks",
+    "read_workflow",
+    "render_text",
+)
