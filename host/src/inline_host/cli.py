@@ -15,6 +15,7 @@ from inline_registry import RegistryError
 from inline_sdk.protocol import MediaValue, Preview, Progress, TextValue
 
 from ._blobs import BlobStore
+from .comfyui import add_import_parser, run_import
 from ._engine import Engine, media_extension
 from ._errors import InlineHostError, NodeError
 from ._models_cli import add_models_parser, run_models
@@ -162,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("file")
     add_models_parser(sub)
     add_pack_parser(sub)
+    add_import_parser(sub)
     return parser
 
 
@@ -177,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_models(args)
         if args.command == "pack":
             return run_pack(args)
+        if args.command == "import":
+            return run_import(args)
     except RegistryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -1,5 +1,6 @@
 """Importing ComfyUI workflows (UI saves, API prompts, PNGs carrying them) as ``/v1`` run documents."""
 
+from ._cli import add_import_parser, run_import
 from ._convert import Imported, Table
 from ._import import import_comfyui
 from ._read import ComfyImportError, NotAWorkflow, Workflow, png_text_chunks, read_workflow
@@ -14,8 +15,10 @@ __all__ = (
     "Table",
     "Unmapped",
     "Workflow",
+    "add_import_parser",
     "import_comfyui",
     "png_text_chunks",
     "read_workflow",
     "render_text",
+    "run_import",
 )
