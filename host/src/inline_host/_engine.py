@@ -39,6 +39,7 @@ from inline_sdk.protocol import (
 
 from ._blobs import BlobStore
 from ._catalogs import ModelCatalogs, serve_descriptor
+from .comfyui._lora_key import lora_files
 from ._errors import InlineHostError
 from ._settings import Settings
 from ._store import TakeSource
@@ -304,6 +305,7 @@ class Engine:
                 path = value.get("path")
                 if isinstance(path, str):
                     parts.append(self._hash_file(path))
+        parts += [self._hash_file(p) for p in lora_files(self.registry, node, self.settings)]
         return "|".join(parts) or None
 
     def _hash_file(self, path: str) -> str:
