@@ -14,7 +14,9 @@ DATA = ROOT / "tests" / "data" / "comfyui"
 
 def test_a_ui_workflow_becomes_a_run_document(client: httpx.Client):
     body = (DATA / "z_image_turbo_example.ui.json").read_bytes()
-    r = client.post("/v1/import/comfyui", content=body, headers={"content-type": "application/json"})
+    r = client.post(
+        "/v1/import/comfyui", content=body, headers={"content-type": "application/json"}
+    )
     assert r.status_code == 200, r.text
     doc = r.json()
     assert doc["target"] == "8" and doc["graph"]["schemaVersion"] == 1
@@ -25,7 +27,9 @@ def test_a_ui_workflow_becomes_a_run_document(client: httpx.Client):
 
 def test_a_png_body_and_the_one_click_node(client: httpx.Client):
     body = (DATA / "community" / "zimage_turbo_lora_dangling.embedded.png").read_bytes()
-    r = client.post("/v1/import/comfyui?oneClick=true", content=body, headers={"content-type": "image/png"})
+    r = client.post(
+        "/v1/import/comfyui?oneClick=true", content=body, headers={"content-type": "image/png"}
+    )
     assert r.status_code == 200, r.text
     doc = r.json()
     assert doc["report"]["oneClick"] is True

@@ -19,7 +19,9 @@ def data_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_a_fully_mapped_workflow_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]):
     out = tmp_path / "graph.json"
-    code = main(["import", "comfyui", str(DATA / "z_image_turbo_example.ui.json"), "--out", str(out)])
+    code = main(
+        ["import", "comfyui", str(DATA / "z_image_turbo_example.ui.json"), "--out", str(out)]
+    )
     assert code == 0
     doc = json.loads(out.read_text())
     assert set(doc) == {"graph", "target"} and doc["target"] == "8"
@@ -49,3 +51,19 @@ def test_not_a_workflow_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert main(["import", "comfyui", str(DATA / "README.md")]) == 2
     assert "not a ComfyUI workflow" in capsys.readouterr().err
     assert main(["import", "comfyui", str(tmp_path / "missing.json")]) == 2
+
+
+def test_run_imports_with_the_packs_mappings_and_renders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+):
+    """``--run`` on a prompt using testpack's mapping (``inline_comfyui_mappings``)."""
+    monkeypatch.setenv("INLINE_PACK_PATHS", str(Path(__file__).parents[1] / "packs" / "testpack"))
+    prompt = {
+        "1": {"class_type": "PrimitiveString", "inputs": {"value": "hello"}},
+        "2": {"class_type": "TestEchoText", "inputs": {"text": ["1", 0], "suffix": "!"}},
+    }
+    src = tmp_path / "echo.api.json"
+    src.write_text(json.dumps(prompt))
+    code = main(["import", "comfyui", str(src), "--run", "--outputs", str(tmp_path / "out")])
+    assert code == 0, capsys.readouterr()
+    assert (tmp_path / "out" / "2.text.txt").read_text() == "hello!"

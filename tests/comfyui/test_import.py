@@ -1,4 +1,4 @@
-"""The ComfyUI importer on real workflows (tests/data/comfyui, copied unedited from the shared set)."""
+"""The ComfyUI importer on real workflows (tests/data/comfyui: copied unedited, see its README)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,7 @@ import pytest
 from inline_host.comfyui import NotAWorkflow, import_comfyui, png_text_chunks, render_text
 from inline_host.comfyui._flatten import flatten
 from inline_host.comfyui._prompt import from_api
-from inline_sdk import ComfyMapping, NodeDeclarationError, hookimpl
-from inline_sdk import hookspecs
+from inline_sdk import ComfyMapping, NodeDeclarationError, hookimpl, hookspecs
 from inline_sdk._worker import collect_mappings
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "comfyui"
@@ -45,7 +44,10 @@ def test_the_official_example_ui_and_api_give_one_graph():
         "seed": 47447417949230, "steps": 9, "cfg": 1.0, "sampler": "euler",
         "scheduler": "simple", "denoise": 1.0,
     }  # fmt: skip
-    assert k["inputs"]["model"] == {"from": "16", "output": "model"}  # the bypassed node passes through
+    assert k["inputs"]["model"] == {
+        "from": "16",
+        "output": "model",
+    }  # the bypassed node passes through
     assert row(ui, "11").status == "dropped" and "bypassed" in row(ui, "11").reason
     assert row(ui, "9").became == "the run's target (8)"
     assert node(ui, "6:text")["params"]["text"].startswith("cute anime style girl")
@@ -126,12 +128,17 @@ def test_a_link_claimed_by_two_inputs_wires_both_and_is_reported():
     imported = load("community/zimage_turbo_img2img_handwritten.ui.json")
     assert imported.report.complete and imported.target == "8"  # PreviewImage is the output
     for enc in ("4", "5"):
-        assert node(imported, enc)["inputs"]["text_encoder"] == {"from": "2", "output": "text_encoder"}
+        assert node(imported, enc)["inputs"]["text_encoder"] == {
+            "from": "2",
+            "output": "text_encoder",
+        }
     assert any("link 2 is claimed by 2 inputs" in w for w in imported.report.warnings)
     assert any("'beta'" in w for w in imported.report.warnings)
     image = node(imported, "10")
     assert image["type"] == "input/image" and image["params"]["asset"]["ref"] == "path"
-    assert any("example.png" in w and "not next to the workflow" in w for w in imported.report.warnings)
+    assert any(
+        "example.png" in w and "not next to the workflow" in w for w in imported.report.warnings
+    )
     assert node(imported, "11")["type"] == "vae/encode"
     assert node(imported, "7")["params"]["denoise"] == 0.55
 
@@ -140,7 +147,10 @@ def test_string_node_ids():
     imported = load("community/zimage_turbo_img2img_string_ids.api.json")
     assert imported.report.complete
     assert imported.target == "ZIT:vaeDecode"
-    assert node(imported, "ZIT:sampler")["inputs"]["latent"] == {"from": "ZIT:vaeEncode", "output": "latent"}
+    assert node(imported, "ZIT:sampler")["inputs"]["latent"] == {
+        "from": "ZIT:vaeEncode",
+        "output": "latent",
+    }
 
 
 def test_load_image_next_to_the_workflow(tmp_path: Path):
@@ -221,7 +231,12 @@ def test_a_pack_declares_mappings_through_the_hook():
 def _png(chunks: list[tuple[bytes, bytes]]) -> bytes:
     out = b"\x89PNG\r\n\x1a\n"
     for ctype, body in [(b"IHDR", b"\x00" * 13), *chunks, (b"IEND", b"")]:
-        out += struct.pack(">I", len(body)) + ctype + body + struct.pack(">I", zlib.crc32(ctype + body))
+        out += (
+            struct.pack(">I", len(body))
+            + ctype
+            + body
+            + struct.pack(">I", zlib.crc32(ctype + body))
+        )
     return out
 
 
@@ -239,7 +254,15 @@ def load_bytes(data: bytes):
 
 @pytest.mark.parametrize(
     "data",
-    [b"", b"not json", b'{"a": 1}', b"[1, 2]", _png([]), _png([(b"tEXt", b"prompt\x00{oops")]), b"\xff\xfe\x00"],
+    [
+        b"",
+        b"not json",
+        b'{"a": 1}',
+        b"[1, 2]",
+        _png([]),
+        _png([(b"tEXt", b"prompt\x00{oops")]),
+        b"\xff\xfe\x00",
+    ],
 )
 def test_what_is_not_a_workflow_is_refused(data: bytes):
     with pytest.raises(NotAWorkflow, match="not a ComfyUI workflow"):

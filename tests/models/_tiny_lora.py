@@ -25,8 +25,12 @@ def main(base_file: Path, out: Path) -> None:
         up = torch.randn(weight.shape[0], RANK) * 0.3
         alpha = torch.tensor(2.0)
         key = "lora_unet_" + name.replace(".", "_")
-        kohya.update({f"{key}.lora_down.weight": down, f"{key}.lora_up.weight": up, f"{key}.alpha": alpha})
-        merged[f"{name}.weight"] = (weight.float() + up @ down * (alpha.item() / RANK)).to(weight.dtype)
+        kohya.update(
+            {f"{key}.lora_down.weight": down, f"{key}.lora_up.weight": up, f"{key}.alpha": alpha}
+        )
+        merged[f"{name}.weight"] = (weight.float() + up @ down * (alpha.item() / RANK)).to(
+            weight.dtype
+        )
     save_file(kohya, str(out / "loras" / "tiny_kohya.safetensors"))
     save_file(merged, str(out / "diffusion_models" / "tiny_merged_by_hand.safetensors"))
     # diffusers / peft layout on the module's (diffusers) names, no alpha
@@ -35,7 +39,10 @@ def main(base_file: Path, out: Path) -> None:
         "transformer.layers.1.attention.to_q.lora_B.weight": torch.randn(dim, RANK) * 0.3,
     }
     save_file(peft, str(out / "loras" / "tiny_peft.safetensors"))
-    save_file({"foo.weight": torch.zeros(2, 2), "bar.bias": torch.zeros(2)}, str(out / "loras" / "not_a_lora.safetensors"))
+    save_file(
+        {"foo.weight": torch.zeros(2, 2), "bar.bias": torch.zeros(2)},
+        str(out / "loras" / "not_a_lora.safetensors"),
+    )
 
 
 if __name__ == "__main__":

@@ -42,7 +42,9 @@ def models(tiny: Tiny, settings) -> Path:
     return root
 
 
-def graph(model: str = "tiny_z_image_turbo.safetensors", *loras: tuple[str, float]) -> dict[str, Any]:
+def graph(
+    model: str = "tiny_z_image_turbo.safetensors", *loras: tuple[str, float]
+) -> dict[str, Any]:
     nodes = [
         n("p", "input/text", {"text": PROMPT}),
         n("m", "load/diffusion-model", {"file": model}),
@@ -56,7 +58,11 @@ def graph(model: str = "tiny_z_image_turbo.safetensors", *loras: tuple[str, floa
         inputs = {"lora": (prev, "lora")} if prev else {}
         nodes.append(n(f"lora{i}", "load/lora", {"file": file, "strength": strength}, **inputs))
         prev = f"lora{i}"
-    wired: dict[str, Any] = {"model": ("m", "model"), "positive": ("c", "conditioning"), "latent": ("l", "latent")}
+    wired: dict[str, Any] = {
+        "model": ("m", "model"),
+        "positive": ("c", "conditioning"),
+        "latent": ("l", "latent"),
+    }
     if prev:
         wired["lora"] = (prev, "lora")
     nodes.append(n("s", "sample", {"steps": 4, "cfg": 1.0, "seed": 7}, **wired))
@@ -66,8 +72,12 @@ def graph(model: str = "tiny_z_image_turbo.safetensors", *loras: tuple[str, floa
 
 async def test_strength_zero_is_no_lora_and_one_is_merged_by_hand(engine: Engine):
     base, _ = await render(engine, graph())
-    zero, _ = await render(engine, graph("tiny_z_image_turbo.safetensors", ("tiny_kohya.safetensors", 0.0)))
-    one, _ = await render(engine, graph("tiny_z_image_turbo.safetensors", ("tiny_kohya.safetensors", 1.0)))
+    zero, _ = await render(
+        engine, graph("tiny_z_image_turbo.safetensors", ("tiny_kohya.safetensors", 0.0))
+    )
+    one, _ = await render(
+        engine, graph("tiny_z_image_turbo.safetensors", ("tiny_kohya.safetensors", 1.0))
+    )
     by_hand, _ = await render(engine, graph("tiny_merged_by_hand.safetensors"))
     assert zero == base
     assert one == by_hand
@@ -79,12 +89,20 @@ async def test_strength_zero_is_no_lora_and_one_is_merged_by_hand(engine: Engine
 
 async def test_peft_layout_and_stacking(engine: Engine):
     base, _ = await render(engine, graph())
-    peft, _ = await render(engine, graph("tiny_z_image_turbo.safetensors", ("tiny_peft.safetensors", 1.0)))
+    peft, _ = await render(
+        engine, graph("tiny_z_image_turbo.safetensors", ("tiny_peft.safetensors", 1.0))
+    )
     both, _ = await render(
         engine,
-        graph("tiny_z_image_turbo.safetensors", ("tiny_kohya.safetensors", 1.0), ("tiny_peft.safetensors", 1.0)),
+        graph(
+            "tiny_z_image_turbo.safetensors",
+            ("tiny_kohya.safetensors", 1.0),
+            ("tiny_peft.safetensors", 1.0),
+        ),
     )
-    kohya, _ = await render(engine, graph("tiny_z_image_turbo.safetensors", ("tiny_kohya.safetensors", 1.0)))
+    kohya, _ = await render(
+        engine, graph("tiny_z_image_turbo.safetensors", ("tiny_kohya.safetensors", 1.0))
+    )
     assert len({base, peft, both, kohya}) == 4
 
 
@@ -98,7 +116,9 @@ async def test_a_file_matching_no_layout_is_refused_naming_its_keys(engine: Engi
 
 async def test_cache_key_has_the_files_hash_and_strength(engine: Engine, models: Path):
     def key(strength: float) -> str:
-        plan = engine.prepare(graph("tiny_z_image_turbo.safetensors", ("tiny_peft.safetensors", strength)))
+        plan = engine.prepare(
+            graph("tiny_z_image_turbo.safetensors", ("tiny_peft.safetensors", strength))
+        )
         return plan.node("s").key
 
     before = key(1.0)
@@ -114,7 +134,9 @@ async def test_cache_key_has_the_files_hash_and_strength(engine: Engine, models:
 
 
 async def test_the_one_click_node_takes_the_lora_stack(engine: Engine):
-    prim, _ = await render(engine, graph("tiny_z_image_turbo.safetensors", ("tiny_kohya.safetensors", 1.0)))
+    prim, _ = await render(
+        engine, graph("tiny_z_image_turbo.safetensors", ("tiny_kohya.safetensors", 1.0))
+    )
     doc = request(
         "z",
         n("p", "input/text", {"text": PROMPT}),

@@ -39,11 +39,11 @@ from inline_sdk.protocol import (
 
 from ._blobs import BlobStore
 from ._catalogs import ModelCatalogs, serve_descriptor
-from .comfyui._lora_key import lora_files
 from ._errors import InlineHostError
 from ._settings import Settings
 from ._store import TakeSource
 from ._supervisor import HostValue, Supervisor
+from .comfyui._lora_key import lora_files
 
 #: Host-held media up to this size travel inline in frames; larger ones via shared memory.
 INLINE_LIMIT = 8 * 1024 * 1024

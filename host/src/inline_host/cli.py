@@ -15,13 +15,13 @@ from inline_registry import RegistryError
 from inline_sdk.protocol import MediaValue, Preview, Progress, TextValue
 
 from ._blobs import BlobStore
-from .comfyui import add_import_parser, run_import
 from ._engine import Engine, media_extension
 from ._errors import InlineHostError, NodeError
 from ._models_cli import add_models_parser, run_models
 from ._packs_cli import add_pack_parser, run_pack
 from ._settings import Settings
 from ._supervisor import HostValue
+from .comfyui import add_import_parser, run_import
 
 EXIT_FAILED = 1
 EXIT_INVALID = 2

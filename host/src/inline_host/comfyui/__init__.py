@@ -1,4 +1,4 @@
-"""Importing ComfyUI workflows (UI saves, API prompts, PNGs carrying them) as ``/v1`` run documents."""
+"""Importing ComfyUI workflows (UI saves, API prompts, PNGs carrying them) as ``/v1`` runs."""
 
 from ._cli import add_import_parser, run_import
 from ._convert import Imported, Table

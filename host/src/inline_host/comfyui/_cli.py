@@ -27,11 +27,17 @@ def add_import_parser(sub: Any) -> None:
     kinds = imp.add_subparsers(dest="import_kind", required=True)
     cmd = kinds.add_parser("comfyui", help="a ComfyUI workflow: UI save, API prompt or PNG")
     cmd.add_argument("file", help="workflow .json (UI or API) or a PNG carrying one")
-    cmd.add_argument("--out", help="where to write the run document (default: <FILE stem>.inline.json)")
+    cmd.add_argument(
+        "--out", help="where to write the run document (default: <FILE stem>.inline.json)"
+    )
     cmd.add_argument("--run", action="store_true", help="run the imported graph (as inline run)")
     cmd.add_argument("--json", action="store_true", help="print {graph, target, report} as JSON")
-    cmd.add_argument("--one-click", action="store_true", dest="one_click",
-                     help="offer a Z-Image-shaped graph as one alibaba/z-image-turbo node")  # fmt: skip
+    cmd.add_argument(
+        "--one-click",
+        action="store_true",
+        dest="one_click",
+        help="offer a Z-Image-shaped graph as one alibaba/z-image-turbo node",
+    )
     cmd.add_argument("--outputs", default="out", help="with --run: folder for the outputs")
 
 
@@ -45,7 +51,7 @@ def write_atomic(path: Path, text: str) -> None:
 def run_import(args: argparse.Namespace) -> int:
     """Convert, write, report and (``--run``) run."""
     from .._settings import Settings
-    from ._sources import cached_mappings
+    from ._sources import cached_mappings, registry_mappings
 
     source = Path(args.file)
     try:
@@ -54,10 +60,16 @@ def run_import(args: argparse.Namespace) -> int:
         print(f"error: cannot read '{source}': {exc.strerror or exc}", file=sys.stderr)
         return EXIT_INVALID
     settings = Settings.from_env()
+    if args.run:  # the run loads the registry anyway: take every registered pack's mappings
+        from inline_registry import load_registry
+
+        mappings = registry_mappings(load_registry(settings.packs_dir, settings.extra_packs))
+    else:  # converting alone builds and starts nothing: the handshakes cached so far
+        mappings = cached_mappings(settings.packs_dir)
     try:
         imported = import_comfyui(
             data, where=str(source), base_dir=source.resolve().parent,
-            mappings=cached_mappings(settings.packs_dir), one_click_node=args.one_click,
+            mappings=mappings, one_click_node=args.one_click,
         )  # fmt: skip
     except ComfyImportError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -121,7 +121,7 @@ class Converter:
             id=node.id, class_type=node.class_type, status="mapped", became=text, title=node.title
         )
 
-    # the walk --------------------------------------------------------------------------------------
+    # the walk ---------------------------------------------------------------------------------
     def convert(self, node_id: str, where: str) -> dict[int, Value] | None:
         """Convert ``node_id`` once; ``None`` when it is missing, unmapped or in a cycle."""
         if node_id in self._done:
@@ -174,7 +174,9 @@ class Converter:
         rows: list[NodeReport] = []
         dropped = {d.id: d for d in self.prompt.dropped}
         for d in self.prompt.dropped:
-            rows.append(NodeReport(id=d.id, class_type=d.class_type, status="dropped", reason=d.reason))
+            rows.append(
+                NodeReport(id=d.id, class_type=d.class_type, status="dropped", reason=d.reason)
+            )
         for nid, node in self.prompt.nodes.items():
             if nid in dropped:
                 continue
@@ -194,6 +196,8 @@ class Converter:
         )  # fmt: skip
 
 
-def convert(prompt: Prompt, table: Table, *, source: str, fmt: str, base_dir: Path | None) -> Imported:
+def convert(
+    prompt: Prompt, table: Table, *, source: str, fmt: str, base_dir: Path | None
+) -> Imported:
     """The Inline run document and report for ``prompt``."""
     return Converter(prompt, table, base_dir).run(source, fmt)

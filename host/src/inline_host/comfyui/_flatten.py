@@ -58,11 +58,15 @@ def _parse_links(raw: Any, where: str, warnings: list[str]) -> dict[int, _Link]:
     links: dict[int, _Link] = {}
     for item in raw if isinstance(raw, list) else []:
         if isinstance(item, dict):
-            parts = [item.get(k) for k in ("id", "origin_id", "origin_slot", "target_id", "target_slot")]
+            parts = [
+                item.get(k) for k in ("id", "origin_id", "origin_slot", "target_id", "target_slot")
+            ]
         elif isinstance(item, list) and len(item) >= 5:
             parts = item[:5]
         else:
-            warnings.append(f"{where}: a link entry {item!r} is not [id, origin, slot, target, slot]; ignored")
+            warnings.append(
+                f"{where}: a link entry {item!r} is not [id, origin, slot, target, slot]; ignored"
+            )
             continue
         lid, origin, oslot, target, tslot = parts
         if not isinstance(lid, int) or not isinstance(oslot, int) or not isinstance(tslot, int):
@@ -93,7 +97,9 @@ class Flattener:
         defs = data.get("definitions")
         subgraphs = defs.get("subgraphs", []) if isinstance(defs, dict) else []
         self.subgraphs: dict[str, dict[str, Any]] = {
-            sg["id"]: sg for sg in subgraphs if isinstance(sg, dict) and isinstance(sg.get("id"), str)
+            sg["id"]: sg
+            for sg in subgraphs
+            if isinstance(sg, dict) and isinstance(sg.get("id"), str)
         }
         self._warned: set[str] = set()
 
@@ -125,7 +131,9 @@ class Flattener:
         for nid, node in nodes.items():
             for inp in node.get("inputs") or []:
                 if isinstance(inp, dict) and isinstance(inp.get("link"), int):
-                    scope.claims.setdefault(inp["link"], []).append(f"{prefix}{nid}.{inp.get('name')}")
+                    scope.claims.setdefault(inp["link"], []).append(
+                        f"{prefix}{nid}.{inp.get('name')}"
+                    )
         for lid, claimants in scope.claims.items():
             if len(claimants) > 1:
                 origin = links.get(lid)
@@ -141,14 +149,20 @@ class Flattener:
         return self._scope(definition, f"{scope.prefix}{node['id']}:", definition, scope, node)
 
     # resolving an output to its real origin ----------------------------------------------------
-    def _link(self, scope: _Scope, lid: int, claimant: str, seen: frozenset[Any]) -> Ref | _Value | None:
+    def _link(
+        self, scope: _Scope, lid: int, claimant: str, seen: frozenset[Any]
+    ) -> Ref | _Value | None:
         link = scope.links.get(lid)
         if link is None:
-            self.warn(f"{claimant}: link {lid} is not in the links table; the input is left unconnected")
+            self.warn(
+                f"{claimant}: link {lid} is not in the links table; the input is left unconnected"
+            )
             return None
         return self._output(scope, link.origin, link.origin_slot, seen)
 
-    def _output(self, scope: _Scope, origin: Any, slot: int, seen: frozenset[Any]) -> Ref | _Value | None:
+    def _output(
+        self, scope: _Scope, origin: Any, slot: int, seen: frozenset[Any]
+    ) -> Ref | _Value | None:
         mark = (id(scope), _key(origin), slot)
         if mark in seen:
             self.warn(f"a cycle of reroutes or bypassed nodes through node {scope.prefix}{origin}")
@@ -174,15 +188,23 @@ class Flattener:
             return self._from_instance_output(scope, node, slot, seen)
         return Ref(f"{scope.prefix}{node['id']}", slot)
 
-    def _first_input(self, scope: _Scope, node: dict[str, Any], seen: frozenset[Any]) -> Ref | _Value | None:
+    def _first_input(
+        self, scope: _Scope, node: dict[str, Any], seen: frozenset[Any]
+    ) -> Ref | _Value | None:
         for inp in node.get("inputs") or []:
             if isinstance(inp, dict) and isinstance(inp.get("link"), int):
                 return self._link(scope, inp["link"], f"node {scope.prefix}{node['id']}", seen)
         return None
 
-    def _bypass(self, scope: _Scope, node: dict[str, Any], slot: int, seen: frozenset[Any]) -> Ref | _Value | None:
+    def _bypass(
+        self, scope: _Scope, node: dict[str, Any], slot: int, seen: frozenset[Any]
+    ) -> Ref | _Value | None:
         outputs = node.get("outputs") or []
-        want = outputs[slot].get("type") if slot < len(outputs) and isinstance(outputs[slot], dict) else None
+        want = (
+            outputs[slot].get("type")
+            if slot < len(outputs) and isinstance(outputs[slot], dict)
+            else None
+        )
         inputs = [i for i in node.get("inputs") or [] if isinstance(i, dict)]
         linked = [i for i in inputs if isinstance(i.get("link"), int)]
         same = inputs[slot] if slot < len(inputs) else None
@@ -195,8 +217,12 @@ class Flattener:
             return None
         return self._link(scope, pick["link"], f"node {scope.prefix}{node['id']}", seen)
 
-    def _from_instance_input(self, scope: _Scope, slot: int, seen: frozenset[Any]) -> Ref | _Value | None:
-        assert scope.definition is not None and scope.instance is not None and scope.parent is not None
+    def _from_instance_input(
+        self, scope: _Scope, slot: int, seen: frozenset[Any]
+    ) -> Ref | _Value | None:
+        assert (
+            scope.definition is not None and scope.instance is not None and scope.parent is not None
+        )
         declared = scope.definition.get("inputs") or []
         name = declared[slot].get("name") if slot < len(declared) else None
         inputs = [i for i in scope.instance.get("inputs") or [] if isinstance(i, dict)]
@@ -205,9 +231,13 @@ class Flattener:
             match = inputs[slot]
         if match is None or not isinstance(match.get("link"), int):
             return None
-        return self._link(scope.parent, match["link"], f"node {scope.parent.prefix}{scope.instance['id']}", seen)
+        return self._link(
+            scope.parent, match["link"], f"node {scope.parent.prefix}{scope.instance['id']}", seen
+        )
 
-    def _from_instance_output(self, scope: _Scope, node: dict[str, Any], slot: int, seen: frozenset[Any]) -> Ref | _Value | None:
+    def _from_instance_output(
+        self, scope: _Scope, node: dict[str, Any], slot: int, seen: frozenset[Any]
+    ) -> Ref | _Value | None:
         inner = self._inner(scope, node)
         declared = inner.definition.get("outputs") or [] if inner.definition else []
         ids = declared[slot].get("linkIds") or [] if slot < len(declared) else []
@@ -266,7 +296,9 @@ class Flattener:
                     out.setdefault(str(entry[0]), {})[str(entry[1])] = value
         return out
 
-    def _inputs(self, scope: _Scope, node: dict[str, Any], promoted: dict[str, Any]) -> dict[str, Any]:
+    def _inputs(
+        self, scope: _Scope, node: dict[str, Any], promoted: dict[str, Any]
+    ) -> dict[str, Any]:
         raw_inputs = [i for i in node.get("inputs") or [] if isinstance(i, dict)]
         declared = [
             str(i["widget"]["name"]) for i in raw_inputs

@@ -31,7 +31,9 @@ def import_comfyui(
     """
     workflow = read_workflow(data, where)
     table = build_table(mappings)
-    prompt = flatten(workflow.data, table.widgets) if workflow.kind == "ui" else from_api(workflow.data)
+    prompt = (
+        flatten(workflow.data, table.widgets) if workflow.kind == "ui" else from_api(workflow.data)
+    )
     cv = Converter(prompt, table, base_dir)
     imported = cv.run(workflow.origin, workflow.kind)
     if not one_click_node:

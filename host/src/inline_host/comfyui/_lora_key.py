@@ -30,6 +30,8 @@ def lora_files(registry: Any, node: Any, settings: Any) -> list[str]:
                 continue
             found.append(str(folder / name))
         elif folder.is_dir():
-            first = sorted(p for p in folder.iterdir() if not p.name.startswith(".") and is_weight_entry(p))
+            first = sorted(
+                p for p in folder.iterdir() if not p.name.startswith(".") and is_weight_entry(p)
+            )
             found += [str(first[0])] if first else []
     return found

@@ -42,7 +42,9 @@ class _Graph:
 
 def _text(g: _Graph, encode: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     prompt = g.need(encode, "prompt", "input/text")
-    return str(prompt["params"].get("text", "")), g.need(encode, "text_encoder", "load/text-encoder")
+    return str(prompt["params"].get("text", "")), g.need(
+        encode, "text_encoder", "load/text-encoder"
+    )
 
 
 def one_click(
@@ -62,7 +64,9 @@ def one_click(
     negative_prompt = _text(g, negative)[0] if negative is not None else ""
     latent = g.need(sample, "latent", "latent/empty", "vae/encode")
     sp = sample["params"]
-    sampler, scheduler = names.get(sample["id"], (sp.get("sampler", "euler"), sp.get("scheduler", "simple")))
+    sampler, scheduler = names.get(
+        sample["id"], (sp.get("sampler", "euler"), sp.get("scheduler", "simple"))
+    )
     params: dict[str, Any] = {
         "negative_prompt": negative_prompt,
         "steps": sp.get("steps", 8),
@@ -75,10 +79,15 @@ def one_click(
         if src["params"].get("file"):
             params[key] = src["params"]["file"]
     if SAMPLERS.get(sampler) is None or SCHEDULERS.get(scheduler) is None:
-        warn(f"one-click: sampler '{sampler}' / scheduler '{scheduler}' become '{params['sampler']}' / '{params['scheduler']}'")
+        warn(
+            f"one-click: sampler '{sampler}' / scheduler '{scheduler}' become "
+            f"'{params['sampler']}' / '{params['scheduler']}'"
+        )
     if float(sp.get("shift", 3.0)) != 3.0:
         warn(f"one-click: the node samples with shift 3, not {sp['shift']:g}")
-    out: list[dict[str, Any]] = [{"id": f"{sample['id']}:prompt", "type": "input/text", "params": {"text": prompt}}]
+    out: list[dict[str, Any]] = [
+        {"id": f"{sample['id']}:prompt", "type": "input/text", "params": {"text": prompt}}
+    ]
     inputs: dict[str, Any] = {"prompt": {"from": f"{sample['id']}:prompt", "output": "text"}}
     if latent["type"] == "latent/empty":
         params["width"] = latent["params"].get("width", 1024)

@@ -22,7 +22,9 @@ def declared_rule(mapping: ComfyMapping) -> Rule:
         for name, raw in node.inputs.items():
             if isinstance(raw, Ref):
                 if name not in mapping.inputs:
-                    cv.warn(f"node {node.id} ({node.class_type}): linked input '{name}' is not mapped")
+                    cv.warn(
+                        f"node {node.id} ({node.class_type}): linked input '{name}' is not mapped"
+                    )
                     continue
                 value = cv.input(node, name)
                 edge = value.edge if isinstance(value, ModelValue) else value
@@ -30,7 +32,9 @@ def declared_rule(mapping: ComfyMapping) -> Rule:
             elif name in mapping.params:
                 params[mapping.params[name]] = raw
         cv.add(node.id, mapping.node, params, inputs)
-        outputs: dict[int, Value] = {i: Edge(node.id, port) for i, port in enumerate(mapping.outputs)}
+        outputs: dict[int, Value] = {
+            i: Edge(node.id, port) for i, port in enumerate(mapping.outputs)
+        }
         if mapping.output and cv.target is None:
             cv.target = node.id
             cv.became(node, f"{mapping.node} {node.id}, the run's target")

@@ -129,10 +129,18 @@ def read_workflow(data: bytes, where: str = "input") -> Workflow:
     """The workflow in ``data`` (JSON or PNG); raise ``NotAWorkflow`` naming ``where``."""
     if data.startswith(PNG_SIGNATURE):
         chunks = png_text_chunks(data)
-        ui = _parse_json(chunks["workflow"], f"{where} (chunk 'workflow')") if "workflow" in chunks else None
-        api = _parse_json(chunks["prompt"], f"{where} (chunk 'prompt')") if "prompt" in chunks else None
+        ui = (
+            _parse_json(chunks["workflow"], f"{where} (chunk 'workflow')")
+            if "workflow" in chunks
+            else None
+        )
+        api = (
+            _parse_json(chunks["prompt"], f"{where} (chunk 'prompt')")
+            if "prompt" in chunks
+            else None
+        )
         prompt = api if is_api_prompt(api) else None
-        if is_ui_workflow(ui):
+        if isinstance(ui, dict) and is_ui_workflow(ui):
             return Workflow("ui", ui, "png:workflow", prompt)
         if prompt is not None:
             return Workflow("api", prompt, "png:prompt")

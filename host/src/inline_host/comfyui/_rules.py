@@ -36,7 +36,10 @@ def _loader(node_type: str, port: str, file_input: str) -> Rule:
 def unet_loader(cv: Converter, node: PromptNode) -> dict[int, Value]:
     dtype = cv.literal(node, "weight_dtype", "default")
     if dtype not in (None, "default"):
-        cv.warn(f"node {node.id} (UNETLoader): weight_dtype '{dtype}' is not applied (the memory policy picks the dtype)")
+        cv.warn(
+            f"node {node.id} (UNETLoader): weight_dtype '{dtype}' is not applied (the memory "
+            "policy picks the dtype)"
+        )
     return _loader("load/diffusion-model", "model", "unet_name")(cv, node)
 
 
@@ -60,7 +63,10 @@ def text_encode(cv: Converter, node: PromptNode) -> dict[int, Value]:
         text_edge = found if isinstance(found, Edge) else None
         made = f"encode/text {node.id}"
         if text_edge is None:
-            cv.warn(f"node {node.id} (CLIPTextEncode): its text comes from a node with no mapping; the prompt is left unwired")
+            cv.warn(
+                f"node {node.id} (CLIPTextEncode): its text comes from a node with no mapping; "
+                "the prompt is left unwired"
+            )
     if clip is None:
         cv.warn(f"node {node.id} (CLIPTextEncode): no text encoder is wired to 'clip'")
     cv.add(node.id, "encode/text", {}, {"text_encoder": _edge(clip), "prompt": text_edge})
@@ -144,9 +150,15 @@ def _names(cv: Converter, node: PromptNode, sampler: str, scheduler: str) -> dic
     got_sampler = SAMPLERS.get(sampler, "euler")
     got_scheduler = SCHEDULERS.get(scheduler, "simple")
     if got_sampler != sampler:
-        cv.warn(f"node {node.id} ({node.class_type}): sampler '{sampler}' is mapped to its nearest equivalent, '{got_sampler}'")
+        cv.warn(
+            f"node {node.id} ({node.class_type}): sampler '{sampler}' is mapped to its nearest "
+            f"equivalent, '{got_sampler}'"
+        )
     if got_scheduler != scheduler:
-        cv.warn(f"node {node.id} ({node.class_type}): scheduler '{scheduler}' is mapped to its nearest equivalent, '{got_scheduler}'")
+        cv.warn(
+            f"node {node.id} ({node.class_type}): scheduler '{scheduler}' is mapped to its "
+            f"nearest equivalent, '{got_scheduler}'"
+        )
     return {"sampler": got_sampler, "scheduler": got_scheduler}
 
 
@@ -200,11 +212,20 @@ def ksampler_advanced(cv: Converter, node: PromptNode) -> dict[int, Value]:
         "denoise": max(0.0, min(1.0, (steps - start) / steps)) if steps else 1.0,
     }  # fmt: skip
     if start > 0:
-        cv.warn(f"node {node.id} (KSamplerAdvanced): start_at_step {start} of {steps} becomes denoise {params['denoise']:g}")
+        cv.warn(
+            f"node {node.id} (KSamplerAdvanced): start_at_step {start} of {steps} becomes denoise "
+            f"{params['denoise']:g}"
+        )
     if end < steps:
-        cv.warn(f"node {node.id} (KSamplerAdvanced): end_at_step {end} (stopping early) is not supported; all steps run")
+        cv.warn(
+            f"node {node.id} (KSamplerAdvanced): end_at_step {end} (stopping early) is not "
+            "supported; all steps run"
+        )
     if cv.literal(node, "add_noise", "enable") == "disable":
-        cv.warn(f"node {node.id} (KSamplerAdvanced): add_noise 'disable' is not supported; noise is added")
+        cv.warn(
+            f"node {node.id} (KSamplerAdvanced): add_noise 'disable' is not supported; noise is "
+            "added"
+        )
     return _sample(cv, node, params)
 
 
@@ -216,7 +237,10 @@ def sampler_custom(cv: Converter, node: PromptNode) -> dict[int, Value]:
     if isinstance(sigmas, Sigmas):
         steps, scheduler, denoise = sigmas.steps, sigmas.scheduler, sigmas.denoise
     else:
-        cv.warn(f"node {node.id} (SamplerCustom): its sigmas have no mapping; 20 steps of 'simple' are used")
+        cv.warn(
+            f"node {node.id} (SamplerCustom): its sigmas have no mapping; 20 steps of 'simple' "
+            "are used"
+        )
     if not isinstance(choice, SamplerChoice):
         cv.warn(f"node {node.id} (SamplerCustom): its sampler has no mapping; 'euler' is used")
     if cv.literal(node, "add_noise", True) is False:

@@ -9,8 +9,8 @@ from inline_sdk import NodeSpec, hookimpl
 from ._errors import KeysMismatch, ModelFileError, NotSafetensors, UnknownModel, WontFit
 from ._families import FAMILIES, Component, Detection, Family, detect
 from ._header import WeightsHeader, read_header
-from ._lora import LoraItem, LoraRefused, LoraStack, use_loras
 from ._loading import ModelCache, Placement, apply_placement, default_placement, free_memory
+from ._lora import LoraItem, LoraRefused, LoraStack, use_loras
 from ._nodes import (
     Latent,
     check_conditioning,

@@ -31,7 +31,12 @@ SUFFIXES: Final = (
     (".lora_B.default.weight", "up", "peft"),
     (".alpha", "alpha", ""),
 )
-PREFIXES: Final = ("base_model.model.", "model.diffusion_model.", "diffusion_model.", "transformer.")
+PREFIXES: Final = (
+    "base_model.model.",
+    "model.diffusion_model.",
+    "diffusion_model.",
+    "transformer.",
+)
 KOHYA_PREFIX: Final = "lora_unet_"
 _LOCK = threading.Lock()
 
@@ -102,7 +107,9 @@ def read_layout(path: Path) -> str:
     keys = sorted(read_header(path).tensors)
     layout, _ = group_keys(keys)
     if not layout:
-        raise LoraRefused(str(path), "its keys match no LoRA layout (kohya/ComfyUI or diffusers/peft)", keys)
+        raise LoraRefused(
+            str(path), "its keys match no LoRA layout (kohya/ComfyUI or diffusers/peft)", keys
+        )
     return layout
 
 
@@ -138,12 +145,18 @@ def lora_deltas(path: Path, strength: float, module: Any, detection: Any) -> dic
         keys = list(fh.keys())
         layout, groups = group_keys(keys)
         if not layout:
-            raise LoraRefused(str(path), "its keys match no LoRA layout (kohya/ComfyUI or diffusers/peft)", sorted(keys))
+            raise LoraRefused(
+                str(path),
+                "its keys match no LoRA layout (kohya/ComfyUI or diffusers/peft)",
+                sorted(keys),
+            )
         module_keys = set(module.state_dict().keys())
         targets = _targets(module_keys, set(detection.keys))
         unknown = [roles["down"] for base, roles in groups.items() if _strip(base) not in targets]
         if unknown:
-            raise LoraRefused(str(path), "these keys name no weight of the diffusion model", sorted(unknown))
+            raise LoraRefused(
+                str(path), "these keys name no weight of the diffusion model", sorted(unknown)
+            )
         direct: dict[str, Any] = {}
         original: dict[str, Any] = {}
         for base, roles in groups.items():
@@ -172,7 +185,9 @@ def apply_loras(module: Any, stack: LoraStack, detection: Any, stamps: tuple[Any
     """
     import torch
 
-    key = tuple((item.file, item.strength, stamp) for item, stamp in zip(stack.loras, stamps, strict=True))
+    key = tuple(
+        (item.file, item.strength, stamp) for item, stamp in zip(stack.loras, stamps, strict=True)
+    )
     with _LOCK:
         if getattr(module, "_inline_lora_key", ()) == key:
             return
@@ -186,7 +201,9 @@ def apply_loras(module: Any, stack: LoraStack, detection: Any, stamps: tuple[Any
                 backup = {}
             total: dict[str, Any] = {}
             for item in stack.loras:
-                for name, delta in lora_deltas(Path(item.file), item.strength, module, detection).items():
+                for name, delta in lora_deltas(
+                    Path(item.file), item.strength, module, detection
+                ).items():
                     total[name] = total[name] + delta if name in total else delta
             for name, delta in total.items():
                 param = params.get(name)
@@ -196,7 +213,10 @@ def apply_loras(module: Any, stack: LoraStack, detection: Any, stamps: tuple[Any
                         "LoRAs need it resident (or model-offloaded) in full precision"
                     )
                 if tuple(param.shape) != tuple(delta.shape):
-                    raise ValueError(f"LoRA delta for '{name}' is {tuple(delta.shape)}, the weight is {tuple(param.shape)}")
+                    raise ValueError(
+                        f"LoRA delta for '{name}' is {tuple(delta.shape)}, the weight is "
+                        f"{tuple(param.shape)}"
+                    )
                 if name not in backup:
                     backup[name] = param.data.detach().clone()
                 merged = backup[name].to(torch.float32) + delta.to(param.device)
