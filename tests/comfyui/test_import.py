@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
+import random
 import struct
 import zlib
 from pathlib import Path
@@ -267,3 +269,35 @@ def load_bytes(data: bytes):
 def test_what_is_not_a_workflow_is_refused(data: bytes):
     with pytest.raises(NotAWorkflow, match="not a ComfyUI workflow"):
         import_comfyui(data, where="upload")
+
+
+JUNK: list[Any] = [None, 1, -1, 2.5, "x", [], {}, [1], ["a", 0], True, {"name": 3}, [None] * 6]
+
+
+def _mutate(obj: Any, rng: random.Random) -> None:
+    if isinstance(obj, dict) and obj:
+        key = rng.choice(list(obj))
+        if rng.random() < 0.3:
+            obj[key] = copy.deepcopy(rng.choice(JUNK))
+        elif rng.random() < 0.2:
+            del obj[key]
+        else:
+            _mutate(obj[key], rng)
+    elif isinstance(obj, list) and obj:
+        i = rng.randrange(len(obj))
+        if rng.random() < 0.3:
+            obj[i] = copy.deepcopy(rng.choice(JUNK))
+        else:
+            _mutate(obj[i], rng)
+
+
+def test_damaged_workflows_never_crash_the_importer():
+    """Real files with random damage: a result with warnings, or NotAWorkflow; nothing else."""
+    rng = random.Random(13)
+    files = sorted(DATA.rglob("*.json"))
+    for _ in range(400):
+        data = json.loads(rng.choice(files).read_text())
+        for _ in range(rng.randint(1, 4)):
+            _mutate(data, rng)
+        with contextlib.suppress(NotAWorkflow):
+            import_comfyui(json.dumps(data).encode(), one_click_node=rng.random() < 0.3)

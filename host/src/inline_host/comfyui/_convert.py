@@ -105,6 +105,21 @@ class Converter:
             return default
         return raw
 
+    def integer(self, node: PromptNode, name: str, default: int) -> int:
+        """A widget value that must be a whole number (``default``, warned, when it is not)."""
+        return int(self.real(node, name, default))
+
+    def real(self, node: PromptNode, name: str, default: float) -> float:
+        """A widget value that must be a number (``default``, warned, when it is not)."""
+        value = self.literal(node, name, default)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            self.warn(
+                f"node {node.id} ({node.class_type}) input '{name}' is {value!r}, not a number; "
+                f"{default!r} is used"
+            )
+            return default
+        return value
+
     def source(self, ref: Ref, where: str) -> Value | None:
         """What output ``ref`` converts to, converting its node first."""
         outputs = self.convert(ref.node, where)

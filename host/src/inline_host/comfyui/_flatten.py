@@ -50,6 +50,10 @@ class _Scope:
     claims: dict[int, list[str]] = field(default_factory=dict)
 
 
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def _key(node_id: Any) -> str:
     return str(node_id)
 
@@ -95,7 +99,7 @@ class Flattener:
         self.widgets = widgets or {}
         self.prompt = Prompt()
         defs = data.get("definitions")
-        subgraphs = defs.get("subgraphs", []) if isinstance(defs, dict) else []
+        subgraphs = _list(defs.get("subgraphs")) if isinstance(defs, dict) else []
         self.subgraphs: dict[str, dict[str, Any]] = {
             sg["id"]: sg
             for sg in subgraphs
@@ -129,7 +133,7 @@ class Flattener:
         }
         scope = _Scope(prefix, nodes, links, definition, parent, instance)
         for nid, node in nodes.items():
-            for inp in node.get("inputs") or []:
+            for inp in _list(node.get("inputs")):
                 if isinstance(inp, dict) and isinstance(inp.get("link"), int):
                     scope.claims.setdefault(inp["link"], []).append(
                         f"{prefix}{nid}.{inp.get('name')}"
@@ -174,7 +178,7 @@ class Flattener:
         if node is None:
             self.warn(f"a link comes from node {scope.prefix}{origin}, which does not exist")
             return None
-        ntype, mode = node.get("type"), node.get("mode", 0)
+        ntype, mode = str(node.get("type")), node.get("mode", 0)
         if ntype == "Reroute":
             return self._first_input(scope, node, seen)
         if ntype == "PrimitiveNode":
@@ -191,7 +195,7 @@ class Flattener:
     def _first_input(
         self, scope: _Scope, node: dict[str, Any], seen: frozenset[Any]
     ) -> Ref | _Value | None:
-        for inp in node.get("inputs") or []:
+        for inp in _list(node.get("inputs")):
             if isinstance(inp, dict) and isinstance(inp.get("link"), int):
                 return self._link(scope, inp["link"], f"node {scope.prefix}{node['id']}", seen)
         return None
@@ -199,13 +203,13 @@ class Flattener:
     def _bypass(
         self, scope: _Scope, node: dict[str, Any], slot: int, seen: frozenset[Any]
     ) -> Ref | _Value | None:
-        outputs = node.get("outputs") or []
+        outputs = _list(node.get("outputs"))
         want = (
             outputs[slot].get("type")
             if slot < len(outputs) and isinstance(outputs[slot], dict)
             else None
         )
-        inputs = [i for i in node.get("inputs") or [] if isinstance(i, dict)]
+        inputs = [i for i in _list(node.get("inputs")) if isinstance(i, dict)]
         linked = [i for i in inputs if isinstance(i.get("link"), int)]
         same = inputs[slot] if slot < len(inputs) else None
         pick = None
@@ -225,7 +229,7 @@ class Flattener:
         )
         declared = scope.definition.get("inputs") or []
         name = declared[slot].get("name") if slot < len(declared) else None
-        inputs = [i for i in scope.instance.get("inputs") or [] if isinstance(i, dict)]
+        inputs = [i for i in _list(scope.instance.get("inputs")) if isinstance(i, dict)]
         match = next((i for i in inputs if i.get("name") == name), None)
         if match is None and slot < len(inputs):
             match = inputs[slot]
@@ -299,7 +303,7 @@ class Flattener:
     def _inputs(
         self, scope: _Scope, node: dict[str, Any], promoted: dict[str, Any]
     ) -> dict[str, Any]:
-        raw_inputs = [i for i in node.get("inputs") or [] if isinstance(i, dict)]
+        raw_inputs = [i for i in _list(node.get("inputs")) if isinstance(i, dict)]
         declared = [
             str(i["widget"]["name"]) for i in raw_inputs
             if isinstance(i.get("widget"), dict) and "name" in i["widget"]

@@ -7,12 +7,12 @@ from pathlib import Path
 
 from inline_sdk import ComfyMapping
 
-from ._convert import Converter, Imported
+from ._convert import Converter, Imported, Table
 from ._flatten import flatten
 from ._oneclick import NotOneClick, one_click
 from ._packs import build_table
 from ._prompt import from_api
-from ._read import read_workflow
+from ._read import NotAWorkflow, Workflow, read_workflow
 
 
 def import_comfyui(
@@ -30,7 +30,16 @@ def import_comfyui(
     Z-Image-shaped graph as one ``alibaba/z-image-turbo`` node. Raises ``NotAWorkflow``.
     """
     workflow = read_workflow(data, where)
-    table = build_table(mappings)
+    try:
+        return _convert(workflow, build_table(mappings), base_dir, one_click_node)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, RecursionError) as exc:
+        # a file shaped like a workflow whose insides are not (a hand edit gone wrong)
+        raise NotAWorkflow(where, f"malformed ({type(exc).__name__}: {exc})") from None
+
+
+def _convert(
+    workflow: Workflow, table: Table, base_dir: Path | None, one_click_node: bool
+) -> Imported:
     prompt = (
         flatten(workflow.data, table.widgets) if workflow.kind == "ui" else from_api(workflow.data)
     )

@@ -82,9 +82,9 @@ def zero_out(cv: Converter, node: PromptNode) -> dict[int, Value]:
 
 def empty_latent(cv: Converter, node: PromptNode) -> dict[int, Value]:
     params = {
-        "width": cv.literal(node, "width", 1024),
-        "height": cv.literal(node, "height", 1024),
-        "batch": cv.literal(node, "batch_size", 1),
+        "width": cv.integer(node, "width", 1024),
+        "height": cv.integer(node, "height", 1024),
+        "batch": cv.integer(node, "batch_size", 1),
     }
     cv.add(node.id, "latent/empty", params)
     cv.became(node, f"latent/empty {node.id}")
@@ -93,7 +93,7 @@ def empty_latent(cv: Converter, node: PromptNode) -> dict[int, Value]:
 
 def model_sampling(cv: Converter, node: PromptNode) -> dict[int, Value]:
     model = cv.input(node, "model")
-    shift = float(cv.literal(node, "shift", 3.0))
+    shift = cv.real(node, "shift", 3.0)
     cv.became(node, f"sample's shift = {shift:g}")
     if not isinstance(model, ModelValue):
         return {}
@@ -104,7 +104,7 @@ def lora_model_only(cv: Converter, node: PromptNode) -> dict[int, Value]:
     model = cv.input(node, "model")
     params = {
         "file": cv.literal(node, "lora_name", ""),
-        "strength": float(cv.literal(node, "strength_model", 1.0)),
+        "strength": cv.real(node, "strength_model", 1.0),
     }
     prev = model.lora if isinstance(model, ModelValue) else None
     cv.add(node.id, "load/lora", params, {"lora": prev})
@@ -122,7 +122,7 @@ def sampler_select(cv: Converter, node: PromptNode) -> dict[int, Value]:
 
 
 def karras_scheduler(cv: Converter, node: PromptNode) -> dict[int, Value]:
-    steps = int(cv.literal(node, "steps", 20))
+    steps = cv.integer(node, "steps", 20)
     cv.became(node, f"sample's steps ({steps}) and scheduler 'karras'")
     cv.warn(
         f"node {node.id} (KarrasScheduler): sigma_max, sigma_min and rho are not mapped; "
@@ -132,9 +132,9 @@ def karras_scheduler(cv: Converter, node: PromptNode) -> dict[int, Value]:
 
 
 def basic_scheduler(cv: Converter, node: PromptNode) -> dict[int, Value]:
-    steps = int(cv.literal(node, "steps", 20))
+    steps = cv.integer(node, "steps", 20)
     scheduler = str(cv.literal(node, "scheduler", "simple"))
-    denoise = float(cv.literal(node, "denoise", 1.0))
+    denoise = cv.real(node, "denoise", 1.0)
     cv.became(node, f"sample's steps ({steps}), scheduler and denoise")
     return {0: Sigmas(steps, scheduler, denoise)}
 
@@ -189,24 +189,24 @@ def _sample(cv: Converter, node: PromptNode, params: dict[str, Any]) -> dict[int
 
 def ksampler(cv: Converter, node: PromptNode) -> dict[int, Value]:
     params: dict[str, Any] = {
-        "seed": int(cv.literal(node, "seed", 0)),
-        "steps": int(cv.literal(node, "steps", 20)),
-        "cfg": float(cv.literal(node, "cfg", 8.0)),
+        "seed": cv.integer(node, "seed", 0),
+        "steps": cv.integer(node, "steps", 20),
+        "cfg": cv.real(node, "cfg", 8.0),
         **_names(cv, node, str(cv.literal(node, "sampler_name", "euler")),
                  str(cv.literal(node, "scheduler", "simple"))),
-        "denoise": float(cv.literal(node, "denoise", 1.0)),
+        "denoise": cv.real(node, "denoise", 1.0),
     }  # fmt: skip
     return _sample(cv, node, params)
 
 
 def ksampler_advanced(cv: Converter, node: PromptNode) -> dict[int, Value]:
-    steps = int(cv.literal(node, "steps", 20))
-    start = int(cv.literal(node, "start_at_step", 0))
-    end = int(cv.literal(node, "end_at_step", 10000))
+    steps = cv.integer(node, "steps", 20)
+    start = cv.integer(node, "start_at_step", 0)
+    end = cv.integer(node, "end_at_step", 10000)
     params: dict[str, Any] = {
-        "seed": int(cv.literal(node, "noise_seed", 0)),
+        "seed": cv.integer(node, "noise_seed", 0),
         "steps": steps,
-        "cfg": float(cv.literal(node, "cfg", 8.0)),
+        "cfg": cv.real(node, "cfg", 8.0),
         **_names(cv, node, str(cv.literal(node, "sampler_name", "euler")),
                  str(cv.literal(node, "scheduler", "simple"))),
         "denoise": max(0.0, min(1.0, (steps - start) / steps)) if steps else 1.0,
@@ -246,9 +246,9 @@ def sampler_custom(cv: Converter, node: PromptNode) -> dict[int, Value]:
     if cv.literal(node, "add_noise", True) is False:
         cv.warn(f"node {node.id} (SamplerCustom): add_noise off is not supported; noise is added")
     params: dict[str, Any] = {
-        "seed": int(cv.literal(node, "noise_seed", 0)),
+        "seed": cv.integer(node, "noise_seed", 0),
         "steps": steps,
-        "cfg": float(cv.literal(node, "cfg", 8.0)),
+        "cfg": cv.real(node, "cfg", 8.0),
         **_names(cv, node, name, scheduler),
         "denoise": denoise,
     }
