@@ -295,7 +295,7 @@ def test_damaged_workflows_never_crash_the_importer():
     """Real files with random damage: a result with warnings, or NotAWorkflow; nothing else."""
     rng = random.Random(13)
     files = sorted(DATA.rglob("*.json"))
-    for _ in range(400):
+    for _ in range(150):
         data = json.loads(rng.choice(files).read_text())
         for _ in range(rng.randint(1, 4)):
             _mutate(data, rng)

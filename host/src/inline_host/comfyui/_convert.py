@@ -188,13 +188,14 @@ class Converter:
     def _report(self, source: str, fmt: str) -> Report:
         rows: list[NodeReport] = []
         dropped = {d.id: d for d in self.prompt.dropped}
-        for d in self.prompt.dropped:
-            rows.append(
-                NodeReport(id=d.id, class_type=d.class_type, status="dropped", reason=d.reason)
-            )
-        for nid, node in self.prompt.nodes.items():
-            if nid in dropped:
+        for nid in self.prompt.ordered():
+            d = dropped.get(nid)
+            if d is not None:
+                rows.append(
+                    NodeReport(id=d.id, class_type=d.class_type, status="dropped", reason=d.reason)
+                )
                 continue
+            node = self.prompt.nodes[nid]
             row = self.reports.get(nid) or NodeReport(
                 id=nid, class_type=node.class_type, status="dropped",
                 reason="not upstream of an output node (ComfyUI never runs it)", title=node.title,

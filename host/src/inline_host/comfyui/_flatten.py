@@ -265,6 +265,8 @@ class Flattener:
                 continue
             gid, ntype = f"{scope.prefix}{nid}", str(node.get("type"))
             mode = node.get("mode", 0)
+            if ntype not in self.subgraphs or mode in (MUTED, BYPASSED):
+                self.prompt.order.append(gid)
             if ntype in self.subgraphs:
                 if mode in (MUTED, BYPASSED):
                     reason = "muted" if mode == MUTED else "bypassed"

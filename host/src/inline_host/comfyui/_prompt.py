@@ -41,6 +41,13 @@ class Prompt:
     dropped: list[Dropped] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
 
+    def ordered(self) -> list[str]:
+        """Every node id, kept or dropped, in document order (subgraphs where they sit)."""
+        return list(dict.fromkeys([*self.order, *self.nodes, *(d.id for d in self.dropped)]))
+
+    #: Ids in document order, as the flattening met them.
+    order: list[str] = field(default_factory=list)
+
 
 def as_ref(value: Any) -> Ref | None:
     """``value`` as a link when it is one (``[id, slot]``, id a string or a number)."""
