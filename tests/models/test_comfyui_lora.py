@@ -3,6 +3,7 @@ the hand-written primitive graph (tiny models saved under the workflow's file na
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -184,3 +185,22 @@ async def test_the_imported_example_renders_as_the_hand_written_graph(engine: En
         engine.prepare({"graph": imported.graph, "target": imported.target})
     except GraphInvalid as exc:  # pragma: no cover - a failure shows every problem
         raise AssertionError(exc) from None
+
+
+def test_loading_a_lora_never_rereads_the_base_and_removing_it_restores_it(
+    tiny: Tiny, models: Path
+):
+    import json
+
+    proc = subprocess.run(
+        [str(tiny.python), str(HERE / "_lora_probe.py"), str(models)],
+        capture_output=True, text=True, timeout=300, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    probe = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert probe["same"] is True and probe["restored"] is True
+    assert probe["opened"] == [str(models / "loras" / "tiny_kohya.safetensors")]
+    # the fused qkv delta lands split on to_q/to_k/to_v, plus the other two targets
+    assert "layers.0.attention.to_k.weight" in probe["changed"]
+    assert "layers.0.feed_forward.w1.weight" in probe["changed"]
+    assert "layers.1.attention.to_out.0.weight" in probe["changed"]
