@@ -11,6 +11,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pluggy
 import pytest
 from inline_host.comfyui import NotAWorkflow, import_comfyui, png_text_chunks, render_text
@@ -301,3 +302,40 @@ def test_damaged_workflows_never_crash_the_importer():
             _mutate(data, rng)
         with contextlib.suppress(NotAWorkflow):
             import_comfyui(json.dumps(data).encode(), one_click_node=rng.random() < 0.3)
+
+
+def test_lora_loader_stacks_on_the_model_and_passes_the_clip():
+    prompt = json.loads((DATA / "z_image_turbo_example.api.json").read_text())
+    prompt["20"] = {
+        "class_type": "LoraLoader",
+        "inputs": {"lora_name": "a.safetensors", "strength_model": 0.5, "strength_clip": 1,
+                   "model": ["16", 0], "clip": ["18", 0]},
+    }  # fmt: skip
+    prompt["21"] = {
+        "class_type": "LoraLoaderModelOnly",
+        "inputs": {"lora_name": "b.safetensors", "strength_model": 1.0, "model": ["20", 0]},
+    }
+    prompt["3"]["inputs"]["model"] = ["21", 0]
+    prompt["6"]["inputs"]["clip"] = ["20", 1]
+    imported = import_comfyui(json.dumps(prompt).encode())
+    assert imported.report.complete
+    assert node(imported, "21")["inputs"]["lora"] == {"from": "20", "output": "lora"}
+    assert node(imported, "3")["inputs"]["lora"] == {"from": "21", "output": "lora"}
+    assert node(imported, "6")["inputs"]["text_encoder"] == {"from": "18", "output": "text_encoder"}
+    assert any("not applied to the text encoder" in w for w in imported.report.warnings)
+
+
+def test_cached_handshakes_give_the_command_line_packs_mappings(tmp_path: Path):
+    from inline_host.comfyui._sources import cached_mappings
+    from inline_sdk.protocol import Welcome
+
+    welcome = Welcome(
+        protocol=1, sdk_version="1.4.0", pack="acme", pack_version="1.0.0", descriptors=[],
+        pid=1, comfyui_mappings=[ComfyMapping(class_type="AcmeNode", node="acme/node")],
+    )  # fmt: skip
+    folder = tmp_path / "acme" / "abc123"
+    folder.mkdir(parents=True)
+    (folder / "welcome-abc123.json").write_bytes(msgspec.json.encode(welcome))
+    (tmp_path / "junk" / "x").mkdir(parents=True)
+    (tmp_path / "junk" / "x" / "welcome-x.json").write_text("{not json")
+    assert [m.node for m in cached_mappings(tmp_path)] == ["acme/node"]

@@ -115,6 +115,17 @@ def lora_model_only(cv: Converter, node: PromptNode) -> dict[int, Value]:
     return {0: ModelValue(model.edge, model.shift, Edge(node.id, "lora"))}
 
 
+def lora_loader(cv: Converter, node: PromptNode) -> dict[int, Value]:
+    """``LoraLoader``: the model half as ``LoraLoaderModelOnly``; the CLIP passes through."""
+    outputs = lora_model_only(cv, node)
+    clip = cv.input(node, "clip")
+    if cv.real(node, "strength_clip", 1.0) != 0:
+        cv.warn(f"node {node.id} (LoraLoader): the LoRA is not applied to the text encoder")
+    if clip is not None:
+        outputs[1] = clip
+    return outputs
+
+
 def sampler_select(cv: Converter, node: PromptNode) -> dict[int, Value]:
     name = str(cv.literal(node, "sampler_name", "euler"))
     cv.became(node, f"sample's sampler ('{name}')")
@@ -317,6 +328,7 @@ BUILTIN_RULES: Final[dict[str, Rule]] = {
     "EmptyLatentImage": empty_latent,
     "ModelSamplingAuraFlow": model_sampling,
     "LoraLoaderModelOnly": lora_model_only,
+    "LoraLoader": lora_loader,
     "KSampler": ksampler,
     "KSamplerAdvanced": ksampler_advanced,
     "SamplerCustom": sampler_custom,
