@@ -3,6 +3,7 @@
 Light by design: the standard library, msgspec and pluggy only; no torch at import.
 """
 
+from ._comfyui import ComfyMapping
 from ._context import Context, InputRefused
 from ._descriptor import Descriptor, ModelStatus, Option, ParamField, PortSpec
 from ._errors import (
@@ -36,6 +37,7 @@ __all__ = (
     "AssetRef",
     "Audio",
     "Cancelled",
+    "ComfyMapping",
     "Context",
     "Descriptor",
     "FrameTooLarge",

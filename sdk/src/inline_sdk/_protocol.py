@@ -19,6 +19,7 @@ from typing import Any, Final
 
 import msgspec
 
+from ._comfyui import ComfyMapping
 from ._descriptor import Descriptor
 
 #: Bumped only on a breaking change of the wire format.
@@ -236,6 +237,8 @@ class Welcome(_Msg, frozen=True, tag="welcome"):
     #: What the worker understands (SDK 1.4). A worker of an older SDK sends none: the host then
     #: assumes ``shared-memory`` and ``broker`` as its SDK version tells.
     capabilities: list[str] = []
+    #: The pack's ComfyUI mappings (``inline_comfyui_mappings``), for the host's importer.
+    comfyui_mappings: list[ComfyMapping] = []
 
 
 class Refused(_Msg, frozen=True, tag="refused"):

@@ -23,6 +23,7 @@ import msgspec
 import pluggy
 
 from . import hookspecs
+from ._comfyui import ComfyMapping
 from ._context import Context
 from ._errors import Cancelled, InlineSdkError, NodeDeclarationError, ProtocolError
 from ._framing import FrameCodec, recv_frame
@@ -92,8 +93,7 @@ def remote_error(exc: BaseException) -> RemoteError:
     )
 
 
-def load_pack(pack: str) -> tuple[str, list[NodeSpec]]:
-    """Load the pack named ``pack`` from this environment's entry points; its version and nodes."""
+def _plugins(pack: str) -> tuple[metadata.EntryPoint, pluggy.PluginManager]:
     eps = metadata.entry_points(group=hookspecs.ENTRY_POINT_GROUP, name=pack)
     if not eps:
         raise LookupError(
@@ -104,6 +104,33 @@ def load_pack(pack: str) -> tuple[str, list[NodeSpec]]:
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
     pm.register(ep.load(), name=pack)
+    return ep, pm
+
+
+def collect_mappings(pm: pluggy.PluginManager) -> list[ComfyMapping]:
+    """What the registered plugins return from ``inline_comfyui_mappings``; raise
+    ``NodeDeclarationError`` naming anything that is not a ``ComfyMapping``."""
+    found: list[ComfyMapping] = []
+    problems: list[str] = []
+    for group in pm.hook.inline_comfyui_mappings():
+        for item in group or ():
+            if isinstance(item, ComfyMapping):
+                found.append(item)
+            else:
+                problems.append(f"inline_comfyui_mappings returned {item!r}, not a ComfyMapping")
+    if problems:
+        raise NodeDeclarationError(problems)
+    return found
+
+
+def load_mappings(pack: str) -> list[ComfyMapping]:
+    """The ComfyUI mappings the pack named ``pack`` declares."""
+    return collect_mappings(_plugins(pack)[1])
+
+
+def load_pack(pack: str) -> tuple[str, list[NodeSpec]]:
+    """Load the pack named ``pack`` from this environment's entry points; its version and nodes."""
+    ep, pm = _plugins(pack)
     specs: list[NodeSpec] = []
     problems: list[str] = []
     for group in pm.hook.inline_nodes():
@@ -405,6 +432,7 @@ def run(argv: list[str] | None = None) -> int:
         return 3
     try:
         version, nodes = load_pack(hello.pack)
+        mappings = load_mappings(hello.pack)
     except BaseException as exc:
         sock.sendall(codec.encode(Refused(error=remote_error(exc))))
         return 4
@@ -418,6 +446,7 @@ def run(argv: list[str] | None = None) -> int:
             descriptors=[n.descriptor for n in nodes],
             pid=os.getpid(),
             capabilities=list(WORKER_CAPABILITIES),
+            comfyui_mappings=mappings,
         )
     )
     try:

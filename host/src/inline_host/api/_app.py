@@ -19,6 +19,7 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 
 from .._settings import Settings
 from .._system import SystemService
+from ..comfyui._api import ComfyImportController
 from ..models._service import ModelsService
 from ..packs._service import PackService
 from ..runs._engine import Engine
@@ -160,6 +161,7 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
         AssetsController,
         FitController,
         PacksController,
+        ComfyImportController,
         run_events,
     ]
     if front_end_root is not None:
