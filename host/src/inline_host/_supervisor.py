@@ -65,6 +65,7 @@ from ._broker import Broker
 from ._errors import CallCancelled as CallCancelledError
 from ._errors import CallTimedOut, NodeError, PackCrashed, PackStartFailed, describe_exit
 from ._settings import Settings
+from .hub import secrets_for_call
 
 STDERR_LINES = 40
 
@@ -350,7 +351,14 @@ class WorkerProcess:
             raise PackCrashed(self.pack, self.returncode, self.tail(), f"'{node_type}'")
         try:
             await self._send(
-                Call(id=cid, node=node_type, node_id=node_id, params=params, inputs=inputs)
+                Call(
+                    id=cid,
+                    node=node_type,
+                    node_id=node_id,
+                    params=params,
+                    inputs=inputs,
+                    secrets=secrets_for_call(self.settings.data_dir, params),
+                )
             )
             with anyio.fail_after(timeout):
                 return await self._await_result(cid, node_type, node_id, recv, on_event)

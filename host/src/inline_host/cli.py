@@ -21,6 +21,7 @@ from ._models_cli import add_models_parser, run_models
 from ._packs_cli import add_pack_parser, run_pack
 from ._settings import Settings
 from ._supervisor import HostValue
+from .hub import add_secrets_parser, run_secrets
 
 EXIT_FAILED = 1
 EXIT_INVALID = 2
@@ -162,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("file")
     add_models_parser(sub)
     add_pack_parser(sub)
+    add_secrets_parser(sub)
     return parser
 
 
@@ -177,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_models(args)
         if args.command == "pack":
             return run_pack(args)
+        if args.command == "secrets":
+            return run_secrets(args)
     except RegistryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED

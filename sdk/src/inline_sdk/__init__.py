@@ -3,7 +3,7 @@
 Light by design: the standard library, msgspec and pluggy only; no torch at import.
 """
 
-from ._context import Context, InputRefused
+from ._context import Context, InputRefused, SecretMissing
 from ._descriptor import Descriptor, ModelStatus, Option, ParamField, PortSpec
 from ._errors import (
     Cancelled,
@@ -58,6 +58,7 @@ __all__ = (
     "Port",
     "PortSpec",
     "ProtocolError",
+    "SecretMissing",
     "Video",
     "hookimpl",
     "is_list_kind",
