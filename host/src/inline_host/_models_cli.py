@@ -52,6 +52,9 @@ def add_models_parser(subparsers: Any) -> None:
     pull.add_argument("--all", action="store_true", help="also fetch optional files")
     pull.add_argument("--dry-run", action="store_true", help="only list what would be fetched")
     add_fit_parser(sub)
+    from .hub import add_import_parsers  # here: the hub package builds on this module
+
+    add_import_parsers(sub)
 
 
 def node_models(node_type: str) -> tuple[ModelFile, ...]:
@@ -96,14 +99,14 @@ def _present(f: Fetch) -> bool:
     return f.dest.is_file() and (f.size is None or f.dest.stat().st_size == f.size)
 
 
-def fetch(f: Fetch, models_dir: Path) -> Path:
+def fetch(f: Fetch, models_dir: Path, *, token: str | None = None) -> Path:
     """Download one file into the staging folder (resuming), verify its size, move it in place."""
     from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
     from huggingface_hub.errors import HfHubHTTPError
 
     staging = models_dir / STAGING / f.repo.replace("/", "--")
     try:
-        meta = get_hf_file_metadata(hf_hub_url(f.repo, f.path, revision=f.revision))
+        meta = get_hf_file_metadata(hf_hub_url(f.repo, f.path, revision=f.revision), token=token)
         expected = f.size if f.size is not None else meta.size
         if f.size is not None and meta.size is not None and meta.size != f.size:
             raise PullError(
@@ -113,7 +116,11 @@ def fetch(f: Fetch, models_dir: Path) -> Path:
         free = shutil.disk_usage(models_dir).free
         if expected is not None and expected > free:
             raise PullError(f"{f.label} needs {expected / 1e9:.1f} GB, {free / 1e9:.1f} GB free")
-        local = Path(hf_hub_download(f.repo, f.path, revision=f.revision, local_dir=str(staging)))
+        local = Path(
+            hf_hub_download(
+                f.repo, f.path, revision=f.revision, local_dir=str(staging), token=token
+            )
+        )
     except HfHubHTTPError as exc:
         raise PullError(f"cannot fetch {f.repo}/{f.path}: {exc}") from None
     except OSError as exc:  # connection refused, timeouts (httpx errors derive from neither)
@@ -134,6 +141,10 @@ def run_models(args: argparse.Namespace) -> int:
     """Run ``inline models ...``; the exit code."""
     if args.models_command == "fit":
         return run_fit(args)
+    if args.models_command in ("import", "estimate"):
+        from .hub import run_import_command
+
+        return run_import_command(args)
     if args.models_command != "pull":
         return 2
     models_dir = Settings.from_env().models_dir
