@@ -16,7 +16,9 @@ def build_llm(root: Path) -> int:
 
     torch.manual_seed(0)
     config = Qwen3Config(
-        vocab_size=512, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        # a 32k vocabulary makes the weight file ~25 MB: more than one 10 MB download chunk,
+        # so an interrupted transfer has something to resume from
+        vocab_size=32768, hidden_size=96, intermediate_size=64, num_hidden_layers=2,
         num_attention_heads=2, num_key_value_heads=1, head_dim=16, max_position_embeddings=256,
         tie_word_embeddings=False,
     )  # fmt: skip
