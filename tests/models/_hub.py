@@ -28,6 +28,9 @@ class FakeHub:
         self.cut = set(cut or ())
         self.gated = set(gated or ())
         self.token = token
+        #: paths whose GET waits for their event (set ``reached[path]`` when it arrives)
+        self.hold: dict[str, threading.Event] = {}
+        self.reached: dict[str, threading.Event] = {}
         #: revision names (branches, tags) the repos know; commits are accepted as themselves
         self.revisions = {"main": COMMIT, COMMIT: COMMIT, "v1": COMMIT}
         self.requests: list[tuple[str, str, str | None]] = []
@@ -148,6 +151,9 @@ class FakeHub:
                 hub.requests.append(("GET", key, rng))
                 if self._refused("/".join(key.split("/")[:2])):
                     return
+                if key in hub.hold:
+                    hub.reached.setdefault(key, threading.Event()).set()
+                    hub.hold[key].wait(timeout=120)
                 if data is None:
                     self.send_response(404)
                     self.send_header("Content-Length", "0")

@@ -22,6 +22,7 @@ from .._packs import PackService
 from .._service import RunService
 from .._settings import Settings
 from .._store import RunStore
+from ..hub import DownloadsController, downloads_lifespan
 from ._controllers import (
     AssetsController,
     FitController,
@@ -151,6 +152,7 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
         AssetsController,
         FitController,
         PacksController,
+        DownloadsController,
         run_events,
     ]
     if front_end_root is not None:
@@ -161,7 +163,7 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
         )
     return Litestar(
         route_handlers=handlers,
-        lifespan=[lifespan],
+        lifespan=[lifespan, downloads_lifespan(settings)],
         dependencies={
             "engine": Provide(provide_engine, sync_to_thread=False),
             "service": Provide(provide_service, sync_to_thread=False),
