@@ -85,6 +85,8 @@ class FakeUpstream:
     def __init__(self, image: bytes) -> None:
         self.image = image
         self.fail: list[int] = []
+        #: when set, an error answer quotes the key it was sent (as some APIs do)
+        self.echo_key = False
         self.requests: list[dict[str, Any]] = []
         fake = self
 
@@ -122,13 +124,20 @@ class FakeUpstream:
                                       "body": body})  # fmt: skip
                 if fake.fail:
                     status = fake.fail.pop(0)
+                    key = (
+                        self.headers.get("x-api-key")
+                        or self.headers.get("x-goog-api-key")
+                        or self.headers.get("Authorization", "").removeprefix("Bearer ")
+                    )
+                    quoted = f" (key {key})" if fake.echo_key else ""
                     if path.startswith("/v1/messages"):
                         kind = "overloaded_error" if status == 529 else "rate_limit_error"
-                        self._reply_json(status, {"type": "error", "error": {
-                            "type": kind, "message": f"fake upstream says {status}"}})  # fmt: skip
+                        said = f"fake upstream says {status}{quoted}"
+                        error = {"type": kind, "message": said}
+                        self._reply_json(status, {"type": "error", "error": error})
                     else:
                         self._reply_json(status, {"error": {"code": status,
-                            "message": f"fake upstream says {status}",
+                            "message": f"fake upstream says {status}{quoted}",
                             "status": "RESOURCE_EXHAUSTED"}})  # fmt: skip
                     return
                 if path == "/v1/messages":
