@@ -122,9 +122,30 @@ def test_bad_download_requests_are_named(server: Server):
         assert c.post("/v1/downloads", json={}).status_code == 422
         gated = c.post("/v1/downloads", json={"source": "hf:acme/gated"})
         assert gated.status_code == 403 and "gated repo" in gated.json()["error"]["message"]
+        unset = c.post("/v1/downloads", json={"source": "hf:acme/gated", "tokenSecret": "NOPE"})
+        assert unset.status_code == 422 and "'NOPE' is not set" in unset.text
         missing = c.post("/v1/downloads", json={"source": "hf:acme/none"})
         assert missing.status_code == 404 and "no such repo" in missing.text
         node = c.post("/v1/downloads", json={"node": "nobody/none"})
         assert node.status_code == 404 and "no installed pack declares" in node.text
         assert c.get("/v1/downloads/dl_nope").status_code == 404
         assert c.delete("/v1/downloads/dl_nope").status_code == 404
+
+
+def test_downloads_are_for_loopback_or_the_token():
+    from types import SimpleNamespace
+
+    from inline_host.hub._downloads import DownloadRefused
+    from inline_host.hub._downloads_api import guard_downloads
+
+    def conn(host: str, token: str | None) -> Any:
+        service = SimpleNamespace(settings=SimpleNamespace(token=token))
+        return SimpleNamespace(app=SimpleNamespace(state=SimpleNamespace(downloads=service)),
+                               client=SimpleNamespace(host=host))  # fmt: skip
+
+    guard_downloads(conn("127.0.0.1", None), None)  # type: ignore[arg-type]
+    guard_downloads(conn("::1", None), None)  # type: ignore[arg-type]
+    guard_downloads(conn("10.1.2.3", "s3cret"), None)  # type: ignore[arg-type]
+    with pytest.raises(DownloadRefused) as err:
+        guard_downloads(conn("10.1.2.3", None), None)  # type: ignore[arg-type]
+    assert err.value.status == 403 and "only available from this machine" in str(err.value)

@@ -23,7 +23,7 @@ from anyio.streams.text import TextReceiveStream
 
 from .._models_cli import Fetch, PullError, _present, node_models, plan_fetches
 from .._settings import Settings
-from ._hf import HubError, ImportPlan, parse_source, plan_import
+from ._hf import HubError, ImportPlan, parse_source, plan_import, resolve_token
 from ._import import pending, raw_staging
 from ._job import fetch_to_json, plan_to_json
 
@@ -109,7 +109,9 @@ class DownloadService:
                 d.state = "cancelled"
 
     # starting -----------------------------------------------------------------------------
-    async def start(self, source: str | None, node: str | None) -> Download:
+    async def start(
+        self, source: str | None, node: str | None, *, token_secret: str | None = None
+    ) -> Download:
         """Plan (metadata only, off the event loop) and start a download."""
         if (source is None) == (node is None):
             raise DownloadRefused(422, 'give exactly one of "source" (hf:ORG/NAME) or "node"')
@@ -122,7 +124,10 @@ class DownloadService:
         try:
             if source is not None:
                 hub_source = parse_source(source)
-                plan = await anyio.to_thread.run_sync(lambda: plan_import(hub_source, models_dir))
+                token = resolve_token(self.settings.data_dir, token_secret)
+                plan = await anyio.to_thread.run_sync(
+                    lambda: plan_import(hub_source, models_dir, token=token)
+                )
                 fetches = pending(plan, models_dir)
             else:
                 assert node is not None

@@ -18,11 +18,13 @@ from .._settings import Settings
 from ._downloads import DownloadRefused, DownloadService
 
 
-class DownloadBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
-    """``{"source": "hf:ORG/NAME[@REV]"}`` or ``{"node": "alibaba/z-image-turbo"}``."""
+class DownloadBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
+    """``{"source": "hf:ORG/NAME[@REV]"}`` or ``{"node": "alibaba/z-image-turbo"}``; for a gated
+    repo, ``tokenSecret`` names the secret holding a Hub token (else the server's ``HF_TOKEN``)."""
 
     source: str | None = None
     node: str | None = None
+    token_secret: str | None = None
 
 
 def _error(status: int, code: str, message: str) -> Response[Any]:
@@ -60,7 +62,7 @@ class DownloadsController(Controller):
           status_code=202)  # fmt: skip
     async def start(self, request: Request[Any, Any, Any], data: DownloadBody) -> dict[str, Any]:
         service: DownloadService = request.app.state.downloads
-        d = await service.start(data.source, data.node)
+        d = await service.start(data.source, data.node, token_secret=data.token_secret)
         return {"downloadId": d.id, **d.view()}
 
     @get(summary="Every download of this server, newest first")
