@@ -127,6 +127,15 @@ def test_estimate_equals_the_true_parameter_count_and_downloads_nothing(
             # the same file list as the import: the consolidated single file is not counted
             assert [w["path"] for w in est["weightFiles"]] == [w.split("/", 2)[2] for w in weights]
         assert not (tmp_path / "models").exists()
+        # a weight file without a safetensors header counts by its size
+        both = inline(tmp_path, hub, "models", "estimate", "hf:acme/tiny-llm", "--json",
+                      "--include", "*.safetensors", "--include", "pytorch_model.bin",
+                      "--exclude", "original/*")  # fmt: skip
+        assert both.returncode == 0, both.stderr
+        by_path = {w["path"]: w for w in json.loads(both.stdout)["weightFiles"]}
+        assert set(by_path) == {"model.safetensors", "pytorch_model.bin"}
+        assert by_path["pytorch_model.bin"]["fromHeader"] is False
+        assert by_path["model.safetensors"]["params"] == counts["llm"]
         text = inline(tmp_path, hub, "models", "estimate", "hf:acme/tiny-llm")
         assert text.returncode == 0 and f"{counts['llm']:,} parameters" in text.stdout
         # --exclude and INLINE_HF_IGNORE add to the ignore patterns; --include narrows

@@ -32,6 +32,7 @@ WORKER_ENV_NAMES: Final = frozenset(
 #: the hosted pack's ``INLINE_ANTHROPIC_BASE_URL`` / ``INLINE_GEMINI_BASE_URL``).
 WORKER_ENV_PREFIXES: Final = (
     "INLINE_", "LC_", "CUDA_", "NVIDIA_", "PYTORCH_", "TORCH", "XDG_", "NCCL_", "MKL_", "KMP_",
+    "OMP_", "TRITON_", "HIP_", "ROCR_", "HSA_", "RAY_", "COVERAGE_",
 )  # fmt: skip
 #: Never passed, whatever the lists say: the host's own credentials.
 WORKER_ENV_DENY: Final = frozenset({"INLINE_TOKEN"})
