@@ -4,7 +4,7 @@ Light by design: the standard library, msgspec and pluggy only; no torch at impo
 """
 
 from ._comfyui import ComfyMapping
-from ._context import Context, InputRefused
+from ._context import Context, InputRefused, SecretMissing
 from ._descriptor import Descriptor, ModelStatus, Option, ParamField, PortSpec
 from ._errors import (
     Cancelled,
@@ -60,6 +60,7 @@ __all__ = (
     "Port",
     "PortSpec",
     "ProtocolError",
+    "SecretMissing",
     "Video",
     "hookimpl",
     "is_list_kind",

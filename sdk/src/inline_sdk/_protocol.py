@@ -141,6 +141,16 @@ class Call(_Msg, frozen=True, tag="call"):
     node_id: str
     params: dict[str, Any]
     inputs: dict[str, list[Value]]
+    #: The secrets the node's params name (``api_key_secret``...), by name, for this call only
+    #: (SDK 1.4; absent from older hosts). Never logged, never echoed back.
+    secrets: dict[str, str] = {}
+
+    def __repr__(self) -> str:
+        # a call may carry secrets: its repr (logs, tracebacks) names them, never their values
+        return (
+            f"Call(id={self.id}, node={self.node!r}, node_id={self.node_id!r}, "
+            f"secrets={sorted(self.secrets)})"
+        )
 
 
 class Cancel(_Msg, frozen=True, tag="cancel"):

@@ -14,6 +14,7 @@ import socket
 import sys
 import threading
 import traceback
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
@@ -91,6 +92,15 @@ def remote_error(exc: BaseException) -> RemoteError:
     return RemoteError(
         type=type(exc).__name__, message=_encodable(message), traceback=_encodable(tb)
     )
+
+
+def redact(error: RemoteError, values: Iterable[str]) -> RemoteError:
+    """``error`` with every secret value in it replaced by ``***`` (an SDK may echo a key)."""
+    message, tb = error.message, error.traceback
+    for value in values:
+        if value:
+            message, tb = message.replace(value, "***"), tb.replace(value, "***")
+    return RemoteError(type=error.type, message=message, traceback=tb)
 
 
 def _plugins(pack: str) -> tuple[metadata.EntryPoint, pluggy.PluginManager]:
@@ -243,7 +253,7 @@ class Worker:
         except Cancelled:
             reply = CallCancelled(id=msg.id)
         except BaseException as exc:  # node code may raise anything; it crosses as data
-            reply = Failed(id=msg.id, error=remote_error(exc))
+            reply = Failed(id=msg.id, error=redact(remote_error(exc), msg.secrets.values()))
         finally:
             self.calls.pop(msg.id, None)
         try:
@@ -296,6 +306,7 @@ class Worker:
             cancel_event=cancel,
             logger=logging.getLogger(f"inline.pack.{self.hello.pack}.{spec.type}"),
             memory=self.memory,
+            secrets=msg.secrets,
         )
 
     def take_inputs(self, values: list[Value], is_list: bool) -> Any:

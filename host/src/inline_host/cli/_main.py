@@ -17,6 +17,7 @@ from inline_sdk.protocol import MediaValue, Preview, Progress, Stream, TextValue
 from .._errors import InlineHostError, NodeError
 from .._settings import Settings
 from ..comfyui import add_import_parser, run_import
+from ..hub import add_secrets_parser, run_secrets
 from ..runs._blobs import BlobStore
 from ..runs._engine import Engine, media_extension
 from ..workers._supervisor import HostValue
@@ -184,6 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_models_parser(sub)
     add_pack_parser(sub)
     add_import_parser(sub)
+    add_secrets_parser(sub)
     return parser
 
 
@@ -201,6 +203,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_pack(args)
         if args.command == "import":
             return run_import(args)
+        if args.command == "secrets":
+            return run_secrets(args)
     except RegistryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED

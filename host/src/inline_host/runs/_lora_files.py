@@ -1,7 +1,8 @@
 """Which LoRA files a node reads, so their content hashes enter its cache key.
 
-The engine calls this from its fingerprint. A param picked from the ``loras`` catalog names a file under ``models/loras/``;
-an empty pick means the first weight file there, as the loader resolves it.
+The engine calls this from its fingerprint. A param picked from the ``loras`` catalog names a
+file under ``models/loras/``; an empty pick means the first weight file there, as the loader
+resolves it.
 """
 
 from __future__ import annotations
