@@ -17,6 +17,8 @@ from ._views import NodeState, RunError, RunState, Take
 TERMINAL = frozenset({"done", "error", "cancelled"})
 PROGRESS_INTERVAL = 0.1  # the contract's <= 10 progress events per second per run
 PREVIEW_INTERVAL = 0.25
+#: Marks a node state whose streamed text lives in ``LiveRun._pieces`` (joined when read).
+PARTIAL: dict[str, str] = {}
 _order = itertools.count()
 
 
@@ -53,6 +55,8 @@ class LiveRun:
         self._last_preview = 0.0
         self.plan = plan
         self.nodes: dict[str, NodeState] = {}
+        #: Streamed text so far, per node and output (joined into ``partial`` when read).
+        self._pieces: dict[str, dict[str, list[str]]] = {}
         self.use_plan(plan)
 
     def use_plan(self, plan: Plan) -> None:
@@ -84,7 +88,7 @@ class LiveRun:
             status=self.status,
             target=self.target,
             fraction=self.fraction(),
-            nodes={k: _copy(v) for k, v in self.nodes.items()},
+            nodes={k: self._copy(k, v) for k, v in self.nodes.items()},
             takes=list(self.takes),
             error=self.error,
         )
@@ -107,6 +111,7 @@ class LiveRun:
         if state is not None:
             state.state, state.fraction = ("cached" if cached else "done"), 1.0
             state.partial = None  # the output is whole now (a take, or the node's value)
+            self._pieces.pop(node_id, None)
 
     def close_nodes(self, failed: str | None = None) -> None:
         """At the end of a run, every node tells its real end: what never ran was ``skipped``
@@ -120,6 +125,22 @@ class LiveRun:
             elif state.state == "running":
                 state.state = "cancelled"
             state.partial = None
+        self._pieces.clear()
+
+    def _copy(self, node_id: str, state: NodeState) -> NodeState:
+        """A node state safe to hand out, with its streamed text so far joined."""
+        if state.partial is None:
+            return state
+        pieces = self._pieces.get(node_id, {})
+        return NodeState(
+            state=state.state,
+            fraction=state.fraction,
+            phase=state.phase,
+            step=state.step,
+            step_count=state.step_count,
+            status=state.status,
+            partial={port: "".join(parts) for port, parts in pieces.items()},
+        )
 
     # events from the workers ------------------------------------------------------------------
     def on_progress(self, node_id: str, event: Progress) -> None:
@@ -172,22 +193,7 @@ class LiveRun:
         if state is None:
             return
         self.node_running(node_id)
-        partial = state.partial if state.partial is not None else {}
-        partial[event.port] = partial.get(event.port, "") + event.text
-        state.partial = partial
+        pieces = self._pieces.setdefault(node_id, {}).setdefault(event.port, [])
+        pieces.append(event.text)
+        state.partial = PARTIAL  # joined when a state is read: appending stays O(1)
         self.publish({"type": "delta", "nodeId": node_id, "output": event.port, "text": event.text})
-
-
-def _copy(state: NodeState) -> NodeState:
-    """A node state safe to hand out (the live one keeps changing)."""
-    if state.partial is None:
-        return state
-    return NodeState(
-        state=state.state,
-        fraction=state.fraction,
-        phase=state.phase,
-        step=state.step,
-        step_count=state.step_count,
-        status=state.status,
-        partial=dict(state.partial),
-    )

@@ -1,4 +1,4 @@
-"""Benchmark nodes: a trivial node, and a producer of large buffers."""
+"""Benchmark nodes: a trivial node, a producer of large buffers, a ticker, a sleeper, a streamer."""
 
 import time
 from typing import Annotated
@@ -40,6 +40,44 @@ def ticker(
     return Image(b"\x89PNG\r\n\x1a\nticker")
 
 
+@node("benchpack/sleep", title="Sleep", category="Bench")
+def sleep(
+    ctx: Context, *, seconds: Annotated[float, Param("Seconds", min=0)] = 3.0
+) -> Annotated[str, Output("text", "Text")]:
+    """A slow node (the concurrency benchmark's long run); honours cancel."""
+    if ctx.wait_cancelled(seconds):
+        ctx.check_cancelled()
+    return f"slept {seconds}"
+
+
+@node("benchpack/stream", title="Stream", category="Bench", output_kind="text")
+def stream(
+    ctx: Context,
+    *,
+    deltas: Annotated[int, Param("Deltas", min=1)] = 2000,
+    gate: Annotated[str, Param("Gate file")] = "",
+    interval_ms: Annotated[float, Param("Interval (ms)", min=0)] = 0.0,
+) -> Annotated[str, Output("text", "Text")]:
+    """Streams ``deltas`` pieces, each the wall clock (ns) at emission, one per ``interval_ms``
+    (0: as fast as it can); starts once ``gate`` exists, so the reader is connected first."""
+    import os
+
+    while gate and not os.path.exists(gate):
+        if ctx.wait_cancelled(0.005):
+            ctx.check_cancelled()
+    out = []
+    next_at = time.perf_counter()
+    for _ in range(deltas):
+        if interval_ms:
+            next_at += interval_ms / 1000
+            while time.perf_counter() < next_at:  # paced like a (very fast) token stream
+                pass
+        piece = f"{time.time_ns()} "
+        ctx.stream("text", piece)
+        out.append(piece)
+    return "".join(out)
+
+
 @hookimpl
 def inline_nodes() -> list[NodeSpec]:
-    return [noop, produce, ticker]
+    return [noop, produce, ticker, sleep, stream]
