@@ -164,6 +164,10 @@ class PackManager:
             index = INSTALL_PHASES.index(phase) + 1 if phase in INSTALL_PHASES else 0
             self.progress(Step(phase, message, index, len(INSTALL_PHASES)))
 
+    def step(self, phase: str, message: str = "") -> None:
+        """Report a step of an operation (upkeep calls this)."""
+        self._step(phase, message)
+
     def _note(self, phase: str) -> Callable[[str], None]:
         return lambda message: self._step(phase, message)
 

@@ -13,7 +13,7 @@ import shutil
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from inline_sdk.protocol import Welcome
 from packaging.utils import canonicalize_name
@@ -27,8 +27,20 @@ from ._registry import manifest_of, pack_sources
 from ._sources import file_sha256
 from ._uv import freeze
 
-if TYPE_CHECKING:
-    from ._manager import PackManager
+
+class PackPlaces(Protocol):
+    """What upkeep needs of its caller (the ``PackManager``): where the packs live, the lock,
+    and where to report progress. A protocol, so that upkeep never imports the manager."""
+
+    packs_dir: Path
+    extra: tuple[Path, ...]
+    handshake_timeout: float
+
+    def read_lock(self) -> PacksLock: ...
+
+    def env_of(self, name: str, version: LockedVersion) -> PackEnv: ...
+
+    def step(self, phase: str, message: str = "") -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,14 +67,14 @@ class SyncResult:
     action: str  # ok | rebuilt
 
 
-def sync_packs(m: PackManager) -> list[SyncResult]:
+def sync_packs(m: PackPlaces) -> list[SyncResult]:
     """Check every venv against the lock; rebuild the ones that differ; sweep the rest."""
     results: list[SyncResult] = []
     lock = m.read_lock()
     sdk_dir = sdk_project_dir()
     for source in pack_sources(m.extra):
         kind = "first-party" if source.first_party else "linked"
-        m._step("sync", f"{source.name} ({kind})")
+        m.step("sync", f"{source.name} ({kind})")
         fp = fingerprint(source, sdk_dir)
         env = PackEnv(source, fp, m.packs_dir / source.name / fp)
         locked = lock.builtin.get(source.name)
@@ -78,13 +90,13 @@ def sync_packs(m: PackManager) -> list[SyncResult]:
             if vdir is None or vdir not in pack.versions:
                 continue
             version = pack.versions[vdir]
-            m._step("sync", f"{name} {version.version}")
+            m.step("sync", f"{name} {version.version}")
             results.append(SyncResult(name, version.version, ensure_version(m, name, version)))
     sweep(m.packs_dir, lock)
     return results
 
 
-def ensure_version(m: PackManager, name: str, version: LockedVersion) -> str:
+def ensure_version(m: PackPlaces, name: str, version: LockedVersion) -> str:
     """Check an installed version's venv against the lock; rebuild it exactly if it differs."""
     env = m.env_of(name, version)
     if env.ready and venv_matches(env, version.dependencies, len(version.local) + 2):
@@ -152,7 +164,7 @@ def prune(packs_dir: Path, name: str, keep: set[str]) -> None:
             shutil.rmtree(child, ignore_errors=True)
 
 
-def list_packs(m: PackManager) -> list[PackRow]:
+def list_packs(m: PackPlaces) -> list[PackRow]:
     """Every pack: first-party, linked (``INLINE_PACK_PATHS``) and installed versions."""
     rows: list[PackRow] = []
     lock = m.read_lock()
