@@ -104,3 +104,59 @@ async def test_node_switches_are_live(manager: PackManager, data_dir, tmp_path):
     manager.install(str(disabled))
     registry = load_registry(data_dir / "packs")
     assert registry.lookup("quiet/say") is None and "quiet/say" in registry.disabled
+
+
+GATE_NODE = """
+import os
+from typing import Annotated
+from inline_sdk import Context, NodeSpec, Output, Param, hookimpl, node
+
+@node("{node_id}", title="Hold", category="Test")
+def hold(
+    ctx: Context, *, gate: Annotated[str, Param("Gate")] = ""
+) -> Annotated[str, Output("text", "Text")]:
+    while not os.path.exists(gate):
+        if ctx.wait_cancelled(0.01):
+            ctx.check_cancelled()
+    return "{text}"
+
+@hookimpl
+def inline_nodes() -> list[NodeSpec]:
+    return [hold]
+"""
+
+
+async def test_a_queued_run_is_planned_again_after_an_upgrade(
+    manager: PackManager, data_dir, tmp_path
+):
+    from inline_host.runs import RunService, RunStore
+
+    src = write_pack(tmp_path / "acme", "acme", "0.1.0")
+    manager.install(str(src))
+    manager.install(str(write_pack(tmp_path / "gate", "gate", body=GATE_NODE, node_id="gate/hold")))
+    gate = tmp_path / "gate-open"
+    async with Engine.open(settings_for(data_dir, tmp_path)) as engine:
+        store = RunStore(tmp_path / "runs.db")
+        service = RunService(engine, store, max_concurrent=1)
+        async with anyio.create_task_group() as tg:
+            await service.start(tg)
+            blocker, _, _ = await service.submit(request("gate/hold", {"gate": str(gate)}))
+            sub, _ = service.subscribe(blocker)  # type: ignore[misc]
+            while not any(e.type == "run_started" for e in await sub.next_batch()):
+                pass
+            queued, status, _ = await service.submit(request("acme/say"))
+            assert status == "queued"
+            key_at_submit = service.runs[queued].target_key
+            write_pack(src, "acme", "0.2.0")
+            await PackService(engine).upgrade("acme")
+            gate.write_text("open")
+            with anyio.fail_after(120):
+                await service.runs[queued].settled.wait()
+            run = service.runs[queued]
+            assert run.status == "done"
+            assert run.target_key != key_at_submit  # planned again: the new version's key
+            assert run.target_key == engine.prepare(request("acme/say")).node("n").key
+            (take,) = run.takes
+            assert engine.blobs.read(take.hash).decode() == "acme 0.2.0"
+            tg.cancel_scope.cancel()
+        store.close()
