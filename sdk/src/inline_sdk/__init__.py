@@ -5,6 +5,7 @@ Light by design: the standard library, msgspec and pluggy only; no torch at impo
 
 from ._comfyui import ComfyMapping
 from ._context import Context, InputRefused, SecretMissing
+from ._declare import Output, Param, Port
 from ._descriptor import Descriptor, ModelStatus, Option, ParamField, PortSpec
 from ._errors import (
     Cancelled,
@@ -19,7 +20,7 @@ from ._kinds import HANDLE_KINDS, MEDIA_KINDS, PORT_KINDS, is_list_kind, port_sa
 from ._media import AssetIdRef, AssetRef, Audio, Image, Mask, Media, PathRef, Video
 from ._memory import Memory
 from ._models import WEIGHT_SUFFIXES, UnsafeName, check_model_name, is_weight_entry
-from ._node import NodeSpec, Output, Param, Port, node
+from ._node import NodeSpec, node
 from ._version import SDK_MAJOR, SDK_VERSION
 from .hookspecs import hookimpl
 

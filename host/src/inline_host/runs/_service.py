@@ -27,17 +27,16 @@ from inline_core import (
     InlineCoreError,
     NodeFailed,
     Plan,
-    PlannedNode,
     RequestInvalid,
 )
-from inline_sdk.protocol import Preview, Progress, Stream
 
 from .._errors import InlineHostError, NodeError
 from ._engine import Engine
 from ._events import Subscriber
+from ._execution import RunListener, TakingExecutor, take_view
 from ._live import TERMINAL, LiveRun
 from ._store import RunStore, StoredRun, TakeRecord, now_ms
-from ._takes import TakeRecorder, TakeWriter, has_takes, take_bytes, take_ports
+from ._takes import TakeRecorder, TakeWriter
 from ._views import NodeState, RunError, RunState, RunSummary, Take
 
 __all__ = ("TERMINAL", "Conflict", "LiveRun", "RunService")
@@ -68,84 +67,6 @@ def request_hash(graph: dict[str, Any], target: str) -> str:
         nodes.append([node.get("id"), node.get("type"), node.get("params") or {}, wired])
     canonical = msgspec.json.encode([target, nodes], order="sorted")
     return hashlib.sha256(canonical).hexdigest()
-
-
-def take_view(t: TakeRecord) -> Take:
-    """The /v1 shape of a stored take."""
-    return Take(
-        id=t.id,
-        run_id=t.run_id,
-        node_id=t.node_id,
-        kind=t.kind,
-        uri=t.uri,
-        hash=t.hash,
-        params=t.params,
-        created_at=t.created_at,
-    )
-
-
-class _Listener:
-    """The kernel's RunListener for one live run."""
-
-    def __init__(self, service: RunService, run: LiveRun) -> None:
-        self.service = service
-        self.run = run
-
-    def node_started(self, node: PlannedNode) -> None:
-        pass  # running once it holds its slot (the executor says so)
-
-    def node_progress(self, node_id: str, event: Any) -> None:
-        if isinstance(event, Stream):
-            self.run.on_stream(node_id, event)
-        elif isinstance(event, Progress):
-            self.run.on_progress(node_id, event)
-        elif isinstance(event, Preview):
-            self.run.on_preview(node_id, event)
-
-    def node_finished(self, node: PlannedNode, outputs: dict[str, Any], cached: bool) -> None:
-        run = self.run
-        run.node_finished(node.id, cached)
-        if not has_takes(node, is_target=node.id == run.target):
-            return  # take-less nodes are never announced (contract 4.2)
-        recorder = self.service.recorder
-        records = recorder.reuse(run.id, node) if cached else recorder.store.takes_for_key(node.key)
-        if not records:
-            return
-        takes = [take_view(t) for t in records]
-        run.add_takes(takes)
-        run.publish(
-            {
-                "type": "node_done",
-                "nodeId": node.id,
-                "cached": cached,
-                "takes": [msgspec.to_builtins(t) for t in takes],
-            }
-        )
-
-
-class _TakingExecutor:
-    """Runs a node through the engine, in its node slot, then records its takes (durably)."""
-
-    def __init__(self, service: RunService, run: LiveRun) -> None:
-        self.service = service
-        self.run = run
-
-    async def execute(
-        self, node: PlannedNode, inputs: dict[str, list[Any]], report: Any
-    ) -> dict[str, Any]:
-        service, run = self.service, self.run
-        outputs = await service.engine.executor.execute(
-            node, inputs, report, order=run.order, on_start=lambda: run.node_running(node.id)
-        )
-        ports = take_ports(node, outputs, is_target=node.id == run.target)
-        if ports:
-            read = service.engine.bulk.read
-            values = {port: take_bytes(outputs[port].value, read) for port in ports}
-            graph = run.request.get("graph")
-            await anyio.to_thread.run_sync(
-                lambda: service.recorder.record(run.id, node, values, graph)
-            )
-        return outputs
 
 
 class RunService:
@@ -442,7 +363,7 @@ class RunService:
             with anyio.CancelScope() as scope:
                 run.scope = scope
                 await self.engine.run_plan(
-                    run.plan, _Listener(self, run), executor=_TakingExecutor(self, run)
+                    run.plan, RunListener(self, run), executor=TakingExecutor(self, run)
                 )
             if scope.cancelled_caught:
                 run.close_nodes()
