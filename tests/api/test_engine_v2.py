@@ -195,3 +195,30 @@ def _running(msg: dict[str, Any]) -> bool:
     if msg["type"] == "run_started":
         return True
     return msg["state"]["status"] == "running"
+
+
+def test_identical_runs_in_flight_together_make_one_take(concurrent_server, tmp_path):
+    server = concurrent_server
+    gate = tmp_path / "gate"
+    doc = body("s", node("s", "testpack/stream", {"words": 7, "hold_after": 2, "gate": str(gate)}))
+    with server.client() as c:
+        first = c.post("/v1/runs", json=doc).json()["runId"]
+        with connect(f"{server.ws}/v1/runs/{first}/events") as ws:
+            until(ws, lambda m: m["type"] == "delta" and m["text"] == "w1 ")
+        second = c.post("/v1/runs", json=doc).json()["runId"]  # while the first is in flight
+        others = [c.post("/v1/runs", json=held_elsewhere(tmp_path, i)).json() for i in range(3)]
+        gate.write_text("go")
+        for run_id in (first, second, *(o["runId"] for o in others)):
+            events(server.ws, run_id)
+        a = c.get(f"/v1/runs/{first}").json()
+        b = c.get(f"/v1/runs/{second}").json()
+        assert a["status"] == b["status"] == "done"
+        assert a["takes"] == b["takes"] and len(a["takes"]) == 1
+        assert a["nodes"]["s"]["state"] == "done" and b["nodes"]["s"]["state"] == "cached"
+        history = c.get("/v1/takes", params={"nodeId": "s", "limit": 100}).json()["takes"]
+        assert sum(t["id"] == a["takes"][0]["id"] for t in history) == 1  # made once
+
+
+def held_elsewhere(tmp_path: Path, i: int) -> dict[str, Any]:
+    """Other runs in flight at the same time (their own texts)."""
+    return body("s", node("s", "testpack/stream", {"words": 300 + i}))

@@ -134,3 +134,32 @@ def test_the_cli_process_never_imports_torch(cli_env, tmp_path):
         timeout=300,
     )
     assert "RESULT 0 []" in proc.stdout, proc.stdout + proc.stderr
+
+
+def test_run_prints_a_streamed_text_target_as_it_arrives(cli_env, tmp_path):
+    gate = tmp_path / "gate"
+    doc = tmp_path / "stream.json"
+    params = {"words": 6, "hold_after": 3, "gate": str(gate)}
+    doc.write_text(json.dumps(request("s", n("s", "testpack/stream", params))))
+    proc = subprocess.Popen(
+        [inline_exe(), "run", str(doc), "--out", str(tmp_path / "out")],
+        env=cli_env,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        head = b""
+        while head != "wörd0\nw1 w2 ".encode():  # the words before the gate, printed already
+            chunk = proc.stdout.read1(64)
+            assert chunk, proc.stderr.read().decode() if proc.stderr else ""
+            head += chunk
+        gate.write_text("go")  # the node is held until now: nothing was printed at the end
+        rest, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err.decode()
+    written = tmp_path / "out" / "s.text.txt"
+    assert (head + rest).decode() == f"wörd0\nw1 w2 wörd3\nw4 w5 \n{written}\n"
+    assert written.read_text() == "wörd0\nw1 w2 wörd3\nw4 w5 "
