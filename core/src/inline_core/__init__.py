@@ -10,7 +10,7 @@ Pure Python on top of ``inline_sdk``; never imports torch. Exceptions::
 """
 
 from ._cache import OutputCache
-from ._catalog import DictCatalog, NodeCatalog, NodeEntry
+from ._catalog import DictCatalog, ListingCatalog, NodeCatalog, NodeEntry
 from ._errors import (
     DocumentInvalid,
     GraphInvalid,
@@ -63,6 +63,7 @@ __all__ = (
     "GraphNode",
     "InlineCoreError",
     "Issue",
+    "ListingCatalog",
     "NodeCatalog",
     "NodeEntry",
     "NodeFailed",

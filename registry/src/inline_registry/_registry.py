@@ -53,6 +53,10 @@ class MergedRegistry:
         """The entry for ``node_type`` (the core's ``NodeCatalog`` protocol)."""
         return self.entries.get(node_type)
 
+    def node_types(self) -> tuple[str, ...]:
+        """Every served node type id (the core's ``ListingCatalog`` protocol: suggestions)."""
+        return tuple(self.entries)
+
     def node_manifest(self, node_type: str) -> NodeManifest | None:
         """What the owning pack's manifest says of ``node_type`` (model files, enabled)."""
         entry = self.entries.get(node_type)
