@@ -48,7 +48,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--install", action="store_true", help="set up every pack's venv, then exit without serving"
     )
+    p.add_argument("--version", action=_VersionAction)
     return p
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the engine's, SDK's and protocol's versions (as ``/v1/health`` has them)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(
+            option_strings,
+            dest,
+            nargs=0,
+            default=argparse.SUPPRESS,
+            help="print the engine, SDK and protocol versions, then exit",
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from inline_host.cli import version_line
+
+        print(version_line())
+        parser.exit(0)
 
 
 def apply_flags(args: argparse.Namespace, env: dict[str, str]) -> None:
@@ -80,7 +100,10 @@ def main(argv: list[str] | None = None) -> int:
         from inline_registry import load_registry
 
         registry = load_registry(
-            settings.packs_dir, settings.extra_packs, say=lambda m: print(m, file=sys.stderr)
+            settings.packs_dir,
+            settings.extra_packs,
+            say=lambda m: print(m, file=sys.stderr),
+            build=True,
         )
         for name, info in registry.packs.items():
             print(f"{name} {info.version}: {len(info.node_types)} node(s) ready")

@@ -29,6 +29,7 @@ import msgspec
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from ._describe import describe_unbuilt
 from ._envs import (
     READY,
     PackEnv,
@@ -528,7 +529,7 @@ class PackManager:
                 )
 
     def _source_types(self, *, first_party_only: bool = False) -> dict[str, str]:
-        """Node type -> pack, for first-party and linked packs whose venv is built."""
+        """Node type -> pack, for first-party and linked packs (built or described)."""
         owners: dict[str, str] = {}
         sdk_dir = sdk_project_dir()
         for source in pack_sources(self.extra):
@@ -536,7 +537,7 @@ class PackManager:
                 continue
             fp = fingerprint(source, sdk_dir)
             env = PackEnv(source, fp, self.packs_dir / source.name / fp)
-            welcome = read_cached_welcome(env)
+            welcome = read_cached_welcome(env) or describe_unbuilt(env)
             for d in welcome.descriptors if welcome else ():
                 owners.setdefault(d.type, source.name)
         return owners

@@ -101,9 +101,16 @@ def load_pack(pack: str) -> tuple[str, list[NodeSpec]]:
             f"'{hookspecs.ENTRY_POINT_GROUP}')"
         )
     ep = next(iter(eps))
+    specs = collect_nodes(pack, ep.load())
+    version = ep.dist.version if ep.dist is not None else "0.0.0"
+    return version, specs
+
+
+def collect_nodes(pack: str, plugin: object) -> list[NodeSpec]:
+    """The nodes a loaded pack module declares through its ``inline_nodes`` hook, checked."""
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
-    pm.register(ep.load(), name=pack)
+    pm.register(plugin, name=pack)
     specs: list[NodeSpec] = []
     problems: list[str] = []
     for group in pm.hook.inline_nodes():
@@ -119,8 +126,7 @@ def load_pack(pack: str) -> tuple[str, list[NodeSpec]]:
         seen.add(spec.type)
     if problems:
         raise NodeDeclarationError(problems)
-    version = ep.dist.version if ep.dist is not None else "0.0.0"
-    return version, specs
+    return specs
 
 
 class Worker:

@@ -21,6 +21,7 @@ from ..runs._engine import Engine, media_extension
 from ..workers._supervisor import HostValue
 from ._models import add_models_parser, run_models
 from ._packs import add_pack_parser, run_pack
+from ._version import VersionAction
 
 EXIT_FAILED = 1
 EXIT_INVALID = 2
@@ -171,6 +172,7 @@ def _assets_add(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The command line."""
     parser = argparse.ArgumentParser(prog="inline", description="Inline generation engine")
+    parser.add_argument("--version", action=VersionAction)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="validate and run a graph file {graph, target}")
     run.add_argument("file", help='JSON run request: {"graph": ..., "target": ...}')
