@@ -14,7 +14,6 @@ import anyio
 from litestar import Litestar
 from litestar.datastructures import State
 from litestar.di import Provide
-from litestar.openapi import OpenAPIConfig
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from .._settings import Settings
@@ -33,6 +32,7 @@ from ._controllers import (
     TakesController,
     run_events,
 )
+from ._docs import docs_assets_router, openapi_config
 from ._errors import EXCEPTION_HANDLERS
 from ._packs_api import PacksController
 
@@ -161,6 +161,7 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
         FitController,
         PacksController,
         run_events,
+        docs_assets_router(),
     ]
     if front_end_root is not None:
         from litestar.static_files import create_static_files_router
@@ -179,7 +180,7 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
         },
         exception_handlers=EXCEPTION_HANDLERS,
         middleware=[token_middleware(settings.token)],
-        openapi_config=OpenAPIConfig(title="Inline", version="1", path="/schema"),
+        openapi_config=openapi_config(),
         request_max_body_size=settings.max_upload_bytes,
         debug=False,
     )

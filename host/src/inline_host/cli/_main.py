@@ -16,6 +16,7 @@ from inline_sdk.protocol import MediaValue, Preview, Progress, Stream, TextValue
 
 from .._errors import InlineHostError, NodeError
 from .._settings import Settings
+from ..assets import AssetRefused, sniff_kind
 from ..runs._blobs import BlobStore
 from ..runs._engine import Engine, media_extension
 from ..workers._supervisor import HostValue
@@ -160,8 +161,17 @@ def write_outputs(
 def _assets_add(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     store = BlobStore(settings.blobs_dir)
+    path = Path(args.file)
     try:
-        bid = store.put_file(Path(args.file))
+        with path.open("rb") as fh:
+            sniff_kind(fh.read(64), what="the file", hint="")  # the API's rules
+        bid = store.put_file(path)
+    except AssetRefused as exc:
+        print(f"error: {path}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except OSError as exc:
+        print(f"error: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_FAILED
     except InlineHostError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
