@@ -27,17 +27,17 @@ class AssetRefused(ValueError):
         super().__init__(message)
 
 
-def sniff_kind(data: bytes) -> tuple[str, str]:
-    """``(kind, ext)`` of a media file (``("image", "png")``); raises ``AssetRefused``."""
+def sniff_kind(data: bytes, *, what: str = "the body", hint: str = RAW_HINT) -> tuple[str, str]:
+    """``(kind, ext)`` of a media file (``("image", "png")``); raises ``AssetRefused`` naming
+    ``what`` was refused, followed by ``hint``."""
+    tail = f" {hint}" if hint else ""
     if not data:
-        raise AssetRefused(400, EMPTY_HINT)
+        raise AssetRefused(400, f"{what[0].upper()}{what[1:]} is empty.{tail}")
     head = data[:16]
     found = _match(head)
     if found is None:
-        raise AssetRefused(
-            415,
-            f"Unsupported media: the body is not a {KNOWN} file ({_describe(head)}). {RAW_HINT}",
-        )
+        message = f"Unsupported media: {what} is not a {KNOWN} file ({_describe(head)}).{tail}"
+        raise AssetRefused(415, message)
     return found
 
 
