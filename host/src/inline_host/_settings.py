@@ -69,6 +69,8 @@ class Settings:
     profile: str | None = None
     vram_budget_gb: float | None = None
     ram_budget_gb: float | None = None
+    #: Show remote tracebacks for users' mistakes too (``INLINE_DEBUG=1``; ``inline --debug``).
+    debug: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -111,6 +113,7 @@ class Settings:
             profile=env.get("INLINE_PROFILE") or None,
             vram_budget_gb=_gb(env, "INLINE_VRAM_BUDGET_GB"),
             ram_budget_gb=_gb(env, "INLINE_RAM_BUDGET_GB"),
+            debug=env.get("INLINE_DEBUG") == "1",
         )
 
     @property

@@ -6,20 +6,22 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
-from inline_core import GraphInvalid, InlineCoreError, NodeFailed, PlannedNode
+from inline_core import GraphInvalid, InlineCoreError, PlannedNode
 from inline_registry import RegistryError
 from inline_sdk.protocol import MediaValue, Preview, Progress, Stream, TextValue
 
-from .._errors import InlineHostError, NodeError
+from .._errors import InlineHostError
 from .._settings import Settings
 from ..assets import AssetRefused, sniff_kind
 from ..runs._blobs import BlobStore
 from ..runs._engine import Engine, media_extension
 from ..workers._supervisor import HostValue
+from ._friendly import check_out_dir, describe_failure, resolve_path_refs
 from ._models import add_models_parser, run_models
 from ._packs import add_pack_parser, run_pack
 from ._version import VersionAction
@@ -93,25 +95,31 @@ def print_invalid(err: GraphInvalid, out: TextIO) -> None:
             out.write(f"      expected {issue.expected}, got {json.dumps(issue.got)}\n")
 
 
-def describe_failure(exc: BaseException) -> str:
-    """A failed run's message, with the remote traceback for node errors."""
-    cause = exc.__cause__ if isinstance(exc, NodeFailed) and exc.__cause__ else exc
-    if isinstance(cause, NodeError):
-        node = f"node '{cause.node_id}' ({cause.node_type})"
-        return f"{node} failed: {cause.remote_type}: {cause.remote_message}\n{cause.traceback}"
-    return str(exc)
-
-
 async def _run(args: argparse.Namespace) -> int:
+    graph_file = Path(args.file)
     try:
-        request = json.loads(Path(args.file).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        print(f"error: cannot read run request '{args.file}': {exc}", file=sys.stderr)
+        request = json.loads(graph_file.read_text())
+    except OSError as exc:
+        print(f"error: cannot read run request '{args.file}': {exc.strerror}", file=sys.stderr)
+        return EXIT_INVALID
+    except json.JSONDecodeError as exc:
+        print(f"error: '{args.file}' is not JSON: {exc}", file=sys.stderr)
         return EXIT_INVALID
     if args.target is not None and isinstance(request, dict):
         request["target"] = args.target
     out_dir = Path(args.out)
+    problem = check_out_dir(out_dir)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_INVALID
+    # {"ref": "path"} inputs are relative to the graph file, which may be read from its folder.
+    base = graph_file.resolve().parent
+    request = resolve_path_refs(request, base)
     settings = Settings.from_env()
+    if args.debug:
+        settings = replace(settings, debug=True)
+    if base not in settings.input_roots:
+        settings = replace(settings, input_roots=(*settings.input_roots, base))
     async with Engine.open(settings, say=lambda m: print(m, file=sys.stderr)) as engine:
         try:
             planned = engine.prepare(request)
@@ -127,7 +135,7 @@ async def _run(args: argparse.Namespace) -> int:
             if console.streamed:
                 sys.stdout.write("\n")
         except (InlineCoreError, InlineHostError) as exc:
-            print(f"error: {describe_failure(exc)}", file=sys.stderr)
+            print(f"error: {describe_failure(exc, debug=settings.debug)}", file=sys.stderr)
             return EXIT_FAILED
         out_dir.mkdir(parents=True, exist_ok=True)
         written = write_outputs(engine, planned.target, result.outputs, out_dir)
@@ -183,11 +191,19 @@ def build_parser() -> argparse.ArgumentParser:
     """The command line."""
     parser = argparse.ArgumentParser(prog="inline", description="Inline generation engine")
     parser.add_argument("--version", action=VersionAction)
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="show remote tracebacks for every error (also INLINE_DEBUG=1)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="validate and run a graph file {graph, target}")
     run.add_argument("file", help='JSON run request: {"graph": ..., "target": ...}')
     run.add_argument("--target", help="node id to produce (overrides the file's target)")
     run.add_argument("--out", default="out", help="folder for the target's outputs (default: out)")
+    run.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="remote tracebacks too"
+    )
     assets = sub.add_parser("assets", help="manage input assets")
     assets_sub = assets.add_subparsers(dest="assets_command", required=True)
     add = assets_sub.add_parser("add", help="store a file; prints its asset id")
