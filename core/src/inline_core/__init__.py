@@ -36,6 +36,7 @@ from ._policy import (
 )
 from ._schedule import Executor, NullListener, ProgressSink, RunListener, execute_plan
 from ._schema import check_params
+from ._suggest import did_you_mean
 from ._validate import find_cycle, validate
 
 __all__ = (
@@ -76,6 +77,7 @@ __all__ = (
     "RunListener",
     "check_params",
     "compute_key",
+    "did_you_mean",
     "execute_plan",
     "find_cycle",
     "parse_graph",

@@ -23,6 +23,7 @@ from ..runs._engine import Engine, media_extension
 from ..workers._supervisor import HostValue
 from ._friendly import check_out_dir, describe_failure, resolve_path_refs
 from ._models import add_models_parser, run_models
+from ._nodes import add_nodes_parser, run_nodes
 from ._packs import add_pack_parser, run_pack
 from ._version import VersionAction
 
@@ -209,6 +210,7 @@ def build_parser() -> argparse.ArgumentParser:
     add = assets_sub.add_parser("add", help="store a file; prints its asset id")
     add.add_argument("file")
     add_models_parser(sub)
+    add_nodes_parser(sub)
     add_pack_parser(sub)
     return parser
 
@@ -225,6 +227,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_models(args)
         if args.command == "pack":
             return run_pack(args)
+        if args.command == "nodes":
+            return run_nodes(args)
     except RegistryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
