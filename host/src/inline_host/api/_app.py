@@ -172,6 +172,7 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
     return Litestar(
         route_handlers=handlers,
         lifespan=[lifespan],
+        state=State({"front_end_root": front_end_root}),
         dependencies={
             "models": Provide(provide_models, sync_to_thread=False),
             "system": Provide(provide_system, sync_to_thread=False),

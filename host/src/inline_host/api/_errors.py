@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import re
+from pathlib import Path
 from typing import Any
 
 from inline_core import DocumentInvalid, GraphInvalid
@@ -83,6 +84,9 @@ def handle_conflict(_: Request[Any, Any, Any], exc: Conflict) -> Response[Any]:
 def handle_http(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
     where = f"{request.method} {request.url.path}"
     if isinstance(exc, NotFoundException):
+        spa = _spa_index(request)
+        if spa is not None:
+            return spa
         return _json(404, envelope("not_found", f"No route {where}."))
     if isinstance(exc, MethodNotAllowedException):
         allowed = (exc.headers or {}).get("Allow") or (exc.headers or {}).get("allow")
@@ -100,6 +104,22 @@ def handle_http(request: Request[Any, Any, Any], exc: HTTPException) -> Response
     if exc.status_code == 401:
         return _json(401, envelope("unauthorized", str(exc.detail)))
     return _json(exc.status_code, {"detail": exc.detail})
+
+
+_API_PREFIXES = ("/v1", "/schema", "/openapi")
+
+
+def _spa_index(request: Request[Any, Any, Any]) -> Response[Any] | None:
+    """A single-page app's ``index.html`` for an unknown GET outside the API (its client-side
+    routes, such as ``/projects/42``), when ``--front-end-root`` serves one."""
+    root = request.app.state.get("front_end_root")
+    path = request.url.path
+    if root is None or request.method != "GET" or path.startswith(_API_PREFIXES):
+        return None
+    index = Path(root) / "index.html"
+    if not index.is_file():
+        return None
+    return Response(content=index.read_bytes(), media_type=MediaType.HTML, status_code=200)
 
 
 _SOURCES = {"query": "query parameter", "path": "path parameter", "header": "header"}

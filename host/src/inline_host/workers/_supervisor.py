@@ -10,6 +10,7 @@ calls it is running and stops; new calls go to a worker of the new version.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +26,8 @@ from ._broker import Broker
 from ._bulk import HostBulk
 from ._launchers import WorkerLauncher, launcher_named
 from ._process import EventCallback, HostValue, WorkerProcess, owned_handles
+
+log = logging.getLogger("inline.workers")
 
 
 class Supervisor:
@@ -91,10 +94,14 @@ class Supervisor:
             )
             python = info.env.python
             if not info.env.ready:  # registered lazily: its venv is built on its first call
+                log.warning("Preparing the venv of pack '%s' (first use)...", pack)
+                started = time.monotonic()
                 try:
                     python = (await anyio.to_thread.run_sync(prepare_env, info.env)).python
                 except RegistryError as exc:
                     raise PackStartFailed(pack, str(exc)) from None
+                took = time.monotonic() - started
+                log.warning("The venv of pack '%s' is ready (%.0f s, first use).", pack, took)
             await proc.start(str(python), self._tg)
             self._workers[pack] = proc
             return proc
