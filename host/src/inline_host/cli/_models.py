@@ -38,7 +38,36 @@ class Fetch:
 
 
 class PullError(Exception):
-    """A file could not be fetched or verified."""
+    """A file could not be fetched or verified; ``unreachable`` when the Hub could not be
+    reached at all (then the other files would fail alike)."""
+
+    def __init__(self, message: str, *, unreachable: bool = False) -> None:
+        self.unreachable = unreachable
+        super().__init__(message)
+
+
+#: Where the network and HTTP errors of a download come from (huggingface_hub speaks httpx).
+NETWORK_MODULES = frozenset(
+    {"httpx", "httpx2", "httpcore", "huggingface_hub", "requests", "urllib3"}
+)
+
+
+def hub_endpoint() -> str:
+    """The Hub the downloads go to (``HF_ENDPOINT``, else huggingface.co)."""
+    from huggingface_hub import constants
+
+    return str(constants.ENDPOINT)
+
+
+def unreachable(f: Fetch, exc: BaseException) -> PullError:
+    """One line: what was tried where, how to use a mirror, and that the command resumes."""
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return PullError(
+        f"cannot reach {hub_endpoint()} to fetch {f.repo}/{f.path} ({type(exc).__name__}: "
+        f"{reason}); point HF_ENDPOINT at a mirror (HF_ENDPOINT=https://your-mirror inline "
+        "models pull ...) or retry when online: the command resumes where it stopped",
+        unreachable=True,
+    )
 
 
 def add_models_parser(subparsers: Any) -> None:
@@ -114,10 +143,17 @@ def fetch(f: Fetch, models_dir: Path) -> Path:
         if expected is not None and expected > free:
             raise PullError(f"{f.label} needs {expected / 1e9:.1f} GB, {free / 1e9:.1f} GB free")
         local = Path(hf_hub_download(f.repo, f.path, revision=f.revision, local_dir=str(staging)))
-    except HfHubHTTPError as exc:
-        raise PullError(f"cannot fetch {f.repo}/{f.path}: {exc}") from None
-    except OSError as exc:  # connection refused, timeouts (httpx errors derive from neither)
-        raise PullError(f"cannot fetch {f.repo}/{f.path}: {exc}") from None
+    except HfHubHTTPError as exc:  # the Hub answered: a missing file, a gated repo...
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+        what = f"HTTP {status}" if status else type(exc).__name__
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else what
+        raise PullError(f"cannot fetch {f.repo}/{f.path} from {hub_endpoint()}: {first}") from None
+    except PullError:
+        raise
+    except Exception as exc:  # connection refused, DNS, timeouts: every network error class
+        if isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in NETWORK_MODULES:
+            raise unreachable(f, exc) from None
+        raise
     got = local.stat().st_size
     if expected is not None and got != expected:
         local.unlink(missing_ok=True)
@@ -143,10 +179,11 @@ def run_models(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     todo = [f for f in fetches if not _present(f)]
+    plan_out = sys.stdout if args.dry_run else sys.stderr  # a dry run's plan is its output
     for f in fetches:
         state = "present" if f not in todo else ("would fetch" if args.dry_run else "fetching")
         size = f" ({f.size / 1e9:.2f} GB)" if f.size else ""
-        print(f"{f.label}: {f.repo}/{f.path} -> {f.dest}{size} [{state}]", file=sys.stderr)
+        print(f"{f.label}: {f.repo}/{f.path} -> {f.dest}{size} [{state}]", file=plan_out)
     if args.dry_run or not todo:
         if not todo:
             print(f"All model files of {args.node} are present in {models_dir}.", file=sys.stderr)
@@ -157,8 +194,10 @@ def run_models(args: argparse.Namespace) -> int:
         try:
             print(fetch(f, models_dir))
         except PullError as exc:
-            failed += 1
             print(f"error: {exc}", file=sys.stderr)
+            if exc.unreachable:
+                return 1  # the other files would fail alike: one line is the whole story
+            failed += 1
     if failed:
         print(f"Run the command again to resume ({models_dir / STAGING}).", file=sys.stderr)
         return 1
