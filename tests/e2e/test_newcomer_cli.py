@@ -140,3 +140,29 @@ def test_inline_nodes_type_shows_one_descriptor_or_suggests(cli_env):
     assert proc.stderr.endswith(
         "error: unknown node type 'image/resise'. Did you mean 'image/resize'?\n"
     )
+
+
+def inline_chunk(png: bytes) -> dict:
+    """The JSON of a PNG's ``inline`` iTXt chunk."""
+    import struct
+
+    pos = 8
+    while pos < len(png):
+        (length,) = struct.unpack(">I", png[pos : pos + 4])
+        if png[pos + 4 : pos + 8] == b"iTXt":
+            body = png[pos + 8 : pos + 8 + length]
+            key, _, rest = body.partition(b"\x00")
+            if key == b"inline":
+                return json.loads(rest[4:].decode())
+        pos += 12 + length
+    raise AssertionError("no inline iTXt chunk")
+
+
+def test_pngs_written_by_inline_run_carry_the_inline_chunk(cli_env, tmp_path):
+    proc = inline(["run", "examples/basics.json", "--out", str(tmp_path)], cli_env)
+    assert proc.returncode == 0, proc.stderr
+    recipe = inline_chunk((tmp_path / "thumb.image.png").read_bytes())
+    assert set(recipe) == {"node", "type", "params", "graph"}  # what API takes carry
+    assert (recipe["node"], recipe["type"]) == ("thumb", "image/resize")
+    assert recipe["params"] == {"width": 256, "height": 160}
+    assert [n["id"] for n in recipe["graph"]["nodes"]][-1] == "thumb"

@@ -20,6 +20,7 @@ from .._settings import Settings
 from ..assets import AssetRefused, sniff_kind
 from ..runs._blobs import BlobStore
 from ..runs._engine import Engine, media_extension
+from ..runs._takes import png_with_text
 from ..workers._supervisor import HostValue
 from ._friendly import check_out_dir, describe_failure, resolve_path_refs
 from ._models import add_models_parser, run_models
@@ -139,16 +140,32 @@ async def _run(args: argparse.Namespace) -> int:
             print(f"error: {describe_failure(exc, debug=settings.debug)}", file=sys.stderr)
             return EXIT_FAILED
         out_dir.mkdir(parents=True, exist_ok=True)
-        written = write_outputs(engine, planned.target, result.outputs, out_dir)
+        target = planned.node(planned.target)
+        recipe = None
+        if target is not None and isinstance(request, dict):
+            # the same iTXt "inline" chunk as an API take: node, type, params, graph
+            graph = request.get("graph")
+            recipe = {
+                "node": target.id,
+                "type": target.type,
+                "params": target.params,
+                "graph": graph,
+            }
+        written = write_outputs(engine, planned.target, result.outputs, out_dir, recipe)
     for path in written:
         print(path)
     return 0
 
 
 def write_outputs(
-    engine: Engine, node_id: str, outputs: dict[str, HostValue], out_dir: Path
+    engine: Engine,
+    node_id: str,
+    outputs: dict[str, HostValue],
+    out_dir: Path,
+    recipe: dict[str, Any] | None = None,
 ) -> list[Path]:
-    """Write each media/text output as ``<node id>.<port>.<ext>``; the paths written."""
+    """Write each media/text output as ``<node id>.<port>.<ext>`` (a PNG with ``recipe`` in its
+    ``inline`` iTXt chunk, as API takes carry it); the paths written."""
     written: list[Path] = []
     safe_id = "".join(c if c.isalnum() or c in "-_." else "_" for c in node_id)
     for port, hv in outputs.items():
@@ -159,7 +176,10 @@ def write_outputs(
             data = v.text.encode()
         else:
             continue
-        path = out_dir / f"{safe_id}.{port}.{media_extension(hv)}"
+        ext = media_extension(hv)
+        if ext == "png" and recipe is not None:
+            data = png_with_text(bytes(data), "inline", json.dumps(recipe, separators=(",", ":")))
+        path = out_dir / f"{safe_id}.{port}.{ext}"
         tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_bytes(data)
         tmp.replace(path)
