@@ -31,7 +31,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="listen beyond loopback (default address 0.0.0.0; requires --token)",
     )
     p.add_argument("--port", type=int, help="port (default 8848)")
-    p.add_argument("--token", help="bearer token every request must carry")
+    p.add_argument(
+        "--token",
+        help="bearer token every request must carry (visible in `ps`: prefer --token-file or "
+        "INLINE_TOKEN)",
+    )
+    p.add_argument(
+        "--token-file", type=Path, metavar="FILE", help="read the bearer token from FILE"
+    )
     p.add_argument("--data-dir", help="runs, takes, blobs and pack venvs (default ./.inline)")
     p.add_argument("--models-dir", help="model files, ComfyUI layout (default ./models)")
     p.add_argument("--lowvram", action="store_true", help="memory profile 'lowvram'")
@@ -71,12 +78,26 @@ class _VersionAction(argparse.Action):
         parser.exit(0)
 
 
+def token_of(args: argparse.Namespace) -> str | None:
+    """The token: ``--token``, else the first line of ``--token-file`` (kept out of ``ps``)."""
+    if args.token_file is None:
+        return args.token
+    try:
+        token = args.token_file.read_text().strip()
+    except OSError as exc:
+        message = f"error: cannot read --token-file {args.token_file}: {exc.strerror}"
+        raise SystemExit(message) from None
+    if not token:
+        raise SystemExit(f"error: --token-file {args.token_file} is empty")
+    return token
+
+
 def apply_flags(args: argparse.Namespace, env: dict[str, str]) -> None:
     """Write the flags into the environment the engine reads."""
     pairs = {
         "INLINE_HOST": args.listen,
         "INLINE_PORT": None if args.port is None else str(args.port),
-        "INLINE_TOKEN": args.token,
+        "INLINE_TOKEN": token_of(args),
         "INLINE_DATA_DIR": args.data_dir,
         "INLINE_MODELS_DIR": args.models_dir,
         "INLINE_PROFILE": "lowvram" if args.lowvram else None,

@@ -89,3 +89,41 @@ def test_a_single_page_app_gets_index_html_for_its_own_routes(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+def test_the_token_can_come_from_a_file_and_stays_out_of_ps(tmp_path):
+    """`python main.py --listen --token-file FILE`: served with the file's token; the command
+    line (what `ps` shows) never holds it."""
+    secret = tmp_path / "token"
+    secret.write_text("s3cret-from-file\n")
+    port = free_port()
+    command = [sys.executable, "main.py", "--listen", "127.0.0.1", "--port", str(port),
+               "--token-file", str(secret)]  # fmt: skip
+    proc = subprocess.Popen(
+        command, cwd=ROOT, env=env_for(tmp_path), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
+    base = f"http://127.0.0.1:{port}"
+    auth = {"Authorization": "Bearer s3cret-from-file"}
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+            try:
+                if httpx.get(f"{base}/v1/health", headers=auth, timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline, "server did not start"
+                time.sleep(0.2)  # polling a starting server
+        assert httpx.get(f"{base}/v1/health", timeout=10).status_code == 401
+        cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes().decode()
+        assert "s3cret-from-file" not in cmdline
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+    empty = tmp_path / "empty"
+    empty.write_text("")
+    out = subprocess.run(
+        [sys.executable, "main.py", "--token-file", str(empty)],
+        cwd=ROOT, env=env_for(tmp_path), capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert (out.returncode, out.stderr) == (1, f"error: --token-file {empty} is empty\n")
