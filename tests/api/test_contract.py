@@ -275,24 +275,14 @@ def test_9_assets(client, server, red_png):
         "bytes": len(red_png),
     }
     assert client.post("/v1/assets", content=red_png).json()["id"] == asset["id"]
-    assert (
-        client.post("/v1/assets", content=b"abc", headers={"Content-Type": "video/mp4"}).json()[
-            "kind"
-        ]
-        == "video"
-    )
-    assert (
-        client.post("/v1/assets", content=b"abc", headers={"Content-Type": "audio/wav"}).json()[
-            "kind"
-        ]
-        == "audio"
-    )
-    assert (
-        client.post(
-            "/v1/assets", content=b"abcd", headers={"Content-Type": "application/zip"}
-        ).json()["kind"]
-        == "image"
-    )
+    # ours (issue 11): the kind comes from the bytes; what is no media file is refused (415)
+    mp4 = b"\x00\x00\x00\x18ftypisom" + bytes(16)
+    r = client.post("/v1/assets", content=mp4, headers={"Content-Type": "image/png"})
+    assert r.json()["kind"] == "video"
+    wav = b"RIFF\x24\x00\x00\x00WAVEfmt " + bytes(32)
+    assert client.post("/v1/assets", content=wav).json()["kind"] == "audio"
+    r = client.post("/v1/assets", content=b"abcd", headers={"Content-Type": "application/zip"})
+    assert r.status_code == 415 and r.json()["error"]["code"] == "unsupported_media"
     # unlike the reference, an uploaded asset really feeds a graph
     state = run_to_end(
         client,
