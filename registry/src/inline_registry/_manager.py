@@ -282,6 +282,11 @@ class PackManager:
 
         self._step("scan", "reading the source (nothing is run)")
         report = scan_tree(tree)
+        broken = [f for f in report.findings if f.rule == "unparseable-source" and f.line]
+        if broken and "unparseable-source" not in allow:
+            # a syntax error is the author's to fix, not a risk to consent to
+            where = "; ".join(f"fix {f.path}:{f.line}: {f.detail}" for f in broken)
+            raise PackInvalid(label, f"its source does not parse ({where})")
         blocked = report.rules(CRITICAL)
         missing = report.missing_consents(allow)
         if blocked or missing:

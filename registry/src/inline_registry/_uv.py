@@ -131,8 +131,8 @@ def build_wheel(pack: str, project: Path, out_dir: Path) -> Path:
     run_uv(
         pack,
         "build the pack's wheel",
-        ["build", "--quiet", "--wheel", "--no-create-gitignore", "--out-dir", str(out_dir),
-         str(project)],
+        # not --quiet: a failing build backend's own message is what the user needs to see
+        ["build", "--wheel", "--no-create-gitignore", "--out-dir", str(out_dir), str(project)],
     )  # fmt: skip
     built = sorted(set(out_dir.glob("*.whl")) - before)
     if len(built) != 1:
