@@ -103,5 +103,8 @@ def test_inline_run_of_input_text_builds_only_the_basics_venv(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert (tmp_path / "out" / "t.text.txt").read_text() == "hello"
     assert built_venvs(tmp_path / "data" / "packs") == ["basics"]
+    # said once: when the first-use venv is being built, and when it is ready
+    assert proc.stderr.count("Preparing the venv of pack 'basics' (first use)...") == 1
+    assert proc.stderr.count("The venv of pack 'basics' is ready (") == 1
     names = {s.name for s in pack_sources()}
     assert {"basics", "primitives", "zimage"} <= names
