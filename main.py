@@ -31,7 +31,14 @@ def build_parser() -> argparse.ArgumentParser:
         help="listen beyond loopback (default address 0.0.0.0; requires --token)",
     )
     p.add_argument("--port", type=int, help="port (default 8848)")
-    p.add_argument("--token", help="bearer token every request must carry")
+    p.add_argument(
+        "--token",
+        help="bearer token every request must carry (visible in `ps`: prefer --token-file or "
+        "INLINE_TOKEN)",
+    )
+    p.add_argument(
+        "--token-file", type=Path, metavar="FILE", help="read the bearer token from FILE"
+    )
     p.add_argument("--data-dir", help="runs, takes, blobs and pack venvs (default ./.inline)")
     p.add_argument("--models-dir", help="model files, ComfyUI layout (default ./models)")
     p.add_argument("--lowvram", action="store_true", help="memory profile 'lowvram'")
@@ -48,7 +55,41 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--install", action="store_true", help="set up every pack's venv, then exit without serving"
     )
+    p.add_argument("--version", action=_VersionAction)
     return p
+
+
+class _VersionAction(argparse.Action):
+    """``--version``: the engine's, SDK's and protocol's versions (as ``/v1/health`` has them)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: object) -> None:
+        super().__init__(
+            option_strings,
+            dest,
+            nargs=0,
+            default=argparse.SUPPRESS,
+            help="print the engine, SDK and protocol versions, then exit",
+        )
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: object) -> None:
+        from inline_host.cli import version_line
+
+        print(version_line())
+        parser.exit(0)
+
+
+def token_of(args: argparse.Namespace) -> str | None:
+    """The token: ``--token``, else the first line of ``--token-file`` (kept out of ``ps``)."""
+    if args.token_file is None:
+        return args.token
+    try:
+        token = args.token_file.read_text().strip()
+    except OSError as exc:
+        message = f"error: cannot read --token-file {args.token_file}: {exc.strerror}"
+        raise SystemExit(message) from None
+    if not token:
+        raise SystemExit(f"error: --token-file {args.token_file} is empty")
+    return token
 
 
 def apply_flags(args: argparse.Namespace, env: dict[str, str]) -> None:
@@ -56,7 +97,7 @@ def apply_flags(args: argparse.Namespace, env: dict[str, str]) -> None:
     pairs = {
         "INLINE_HOST": args.listen,
         "INLINE_PORT": None if args.port is None else str(args.port),
-        "INLINE_TOKEN": args.token,
+        "INLINE_TOKEN": token_of(args),
         "INLINE_DATA_DIR": args.data_dir,
         "INLINE_MODELS_DIR": args.models_dir,
         "INLINE_PROFILE": "lowvram" if args.lowvram else None,
@@ -80,7 +121,10 @@ def main(argv: list[str] | None = None) -> int:
         from inline_registry import load_registry
 
         registry = load_registry(
-            settings.packs_dir, settings.extra_packs, say=lambda m: print(m, file=sys.stderr)
+            settings.packs_dir,
+            settings.extra_packs,
+            say=lambda m: print(m, file=sys.stderr),
+            build=True,
         )
         for name, info in registry.packs.items():
             print(f"{name} {info.version}: {len(info.node_types)} node(s) ready")

@@ -103,7 +103,7 @@ CONFIG = {
 def pack_python() -> Path:
     from inline_registry import load_registry
 
-    return load_registry(bench_settings().packs_dir).packs["zimage"].env.python
+    return load_registry(bench_settings().packs_dir, build=True).packs["zimage"].env.python
 
 
 def run(python: Path, code: str, *args: str) -> str:

@@ -26,7 +26,7 @@ SIZE = 256
 def pack_python(settings) -> Path:
     from inline_registry import load_registry
 
-    registry = load_registry(settings.packs_dir)
+    registry = load_registry(settings.packs_dir, build=True)
     return registry.packs["zimage"].env.python
 
 

@@ -58,7 +58,8 @@ def test_oversized_uploads_are_refused(tmp_path):
     try:
         r = httpx.post(server.url + "/v1/assets", content=b"x" * 20_000, timeout=30)
         assert r.status_code == 413 and r.json()["error"]["code"] == "too_large"
-        ok = httpx.post(server.url + "/v1/assets", content=b"x" * 1000, timeout=30)
+        png = b"\x89PNG\r\n\x1a\n" + bytes(992)  # a media file (by its bytes) under the cap
+        ok = httpx.post(server.url + "/v1/assets", content=png, timeout=30)
         assert ok.status_code == 200
     finally:
         server.stop()

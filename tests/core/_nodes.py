@@ -11,7 +11,11 @@ from inline_sdk import Context, Image, NodeSpec, Output, Param, Port, node
 
 @node("input/text", title="Text", category="Input")
 def input_text(
-    ctx: Context, *, text: Annotated[str, Param("Text", widget="textarea")] = ""
+    ctx: Context,
+    *,
+    text: Annotated[str, Param("Text", widget="textarea")] = "",
+    # Hidden from clients; lets the planning tests hash nested values.
+    extra: Annotated[dict[str, Any] | list[Any] | None, Param("Extra", internal=True)] = None,
 ) -> Annotated[str, Output("text", "Text")]:
     return text
 
@@ -114,9 +118,19 @@ def styled(
     raise NotImplementedError
 
 
+@node("test/stepped", title="Stepped", category="Test")
+def stepped(
+    ctx: Context,
+    *,
+    width: Annotated[int, Param("Width", min=256, max=2048, step=64)] = 1024,
+    denoise: Annotated[float, Param("Denoise", min=0.0, max=1.0, step=0.05)] = 1.0,
+) -> Annotated[str, Output("text", "Text")]:
+    raise NotImplementedError
+
+
 PACKS: dict[str, tuple[str, list[NodeSpec]]] = {
     "basics": ("0.3.0", [input_text, input_image, join]),
-    "gen": ("2.0.0", [generate, styled]),
+    "gen": ("2.0.0", [generate, styled, stepped]),
     "primitives": ("1.0.0", [load_model, load_text_encoder, encode_text, sample]),
     "other": ("1.0.0", [other_sample]),
 }

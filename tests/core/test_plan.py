@@ -179,8 +179,8 @@ def test_default_random_seed_is_drawn() -> None:
 
 def test_planned_params_do_not_alias_the_graph() -> None:
     doc = text_to_image()
-    doc["nodes"][0]["params"]["nested"] = [1]
+    doc["nodes"][0]["params"]["extra"] = [1]
     graph = parse_graph(doc)
     planned = plan(graph, "g", catalog())
-    planned.node("p").params["nested"].append(2)
-    assert graph.nodes[0].params["nested"] == [1]
+    planned.node("p").params["extra"].append(2)
+    assert graph.nodes[0].params["extra"] == [1]

@@ -90,15 +90,34 @@ def test_ints_are_numbers_and_bools_are_not_enum_ints() -> None:
     assert check(props(e={"enum": [1, 2]}), {"e": 1.0}) == []
 
 
-def test_every_violation_is_reported_and_undeclared_params_pass() -> None:
+def test_every_violation_is_reported_and_undeclared_params_are_refused() -> None:
     schema = props(
         a={"type": "integer", "maximum": 3},
         b={"type": "string"},
         c={"type": "boolean"},
     )
     issues = check(schema, {"c": 1, "a": 4, "undeclared": object(), "b": None})
-    assert [i.path for i in issues] == [f"{BASE}.c", f"{BASE}.a", f"{BASE}.b"]
-    assert [i.expected for i in issues] == ["boolean", "integer <= 3", "string"]
+    paths = [f"{BASE}.c", f"{BASE}.a", f"{BASE}.undeclared", f"{BASE}.b"]
+    assert [i.path for i in issues] == paths
+    assert [i.expected for i in issues] == ["boolean", "integer <= 3", None, "string"]
+    assert issues[2].message == f"Unknown param 'undeclared' (at {BASE}.undeclared)."
+
+
+def test_a_misspelled_param_names_the_closest_declared_one() -> None:
+    schema = props(width={"type": "integer"}, height={"type": "integer"})
+    assert messages(schema, {"widht": 100}) == [
+        f"Unknown param 'widht' (at {BASE}.widht). Did you mean 'width'?"
+    ]
+    assert messages(schema, {"Height": 1}) == [
+        f"Unknown param 'Height' (at {BASE}.Height). Did you mean 'height'?"
+    ]
+
+
+def test_a_schema_admitting_extra_keys_keeps_them() -> None:
+    schema = {**props(a={"type": "integer"}), "additionalProperties": True}
+    assert check(schema, {"a": 1, "anything": [1]}) == []
+    typed = {**props(a={"type": "integer"}), "additionalProperties": {"type": "string"}}
+    assert messages(typed, {"b": 2}) == [f"Expected a string, got 2 (at {BASE}.b)"]
 
 
 def test_required_params() -> None:

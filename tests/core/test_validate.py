@@ -230,6 +230,50 @@ def test_media_crosses_packs() -> None:
     validate(parse_graph({"schemaVersion": 1, "nodes": nodes}), "g", catalog())
 
 
-def test_undeclared_params_are_accepted() -> None:
+def test_undeclared_params_are_refused_with_a_suggestion() -> None:
     nodes = [node("i", "input/image", params={"asset": {"ref": "path", "path": "/a.png"}, "x": 1})]
+    error = refused(nodes, "i")
+    assert [(i.node_id, i.path, i.message) for i in error.issues] == [
+        ("i", "$.graph.nodes[0].params.x", "Unknown param 'x' (at $.graph.nodes[0].params.x).")
+    ]
+    wired = {"prompt": edge("t", "text")}
+    error = refused([TEXT, node("g", "test/generate", params={"widht": 100}, inputs=wired)], "g")
+    assert str(error) == (
+        "Unknown param 'widht' (at $.graph.nodes[1].params.widht). Did you mean 'width'?"
+    )
+
+
+def test_internal_params_are_declared() -> None:
+    nodes = [node("i", "input/image", params={"asset": {"ref": "path", "path": "/a.png"}})]
     validate(parse_graph({"schemaVersion": 1, "nodes": nodes}), "i", catalog())
+
+
+def test_an_unknown_node_type_names_the_closest_known_one() -> None:
+    error = refused([node("x", "input/txt")], "x")
+    assert str(error) == "Unknown node type 'input/txt'. Did you mean 'input/text'?"
+    assert error.first.path == "$.graph.nodes[0].type"
+
+
+def test_a_param_step_is_enforced_naming_the_valid_neighbours() -> None:
+    error = refused([node("e", "test/stepped", params={"width": 500, "denoise": 0.33})], "e")
+    assert [(i.path, i.message, i.expected, i.got) for i in error.issues] == [
+        (
+            "$.graph.nodes[0].params.width",
+            "Width ('width') moves in steps of 64 from 256 and 500 is not on one; the nearest "
+            "valid values are 448 and 512 (at $.graph.nodes[0].params.width)",
+            "a multiple of 64 from 256",
+            500,
+        ),
+        (
+            "$.graph.nodes[0].params.denoise",
+            "Denoise ('denoise') moves in steps of 0.05 and 0.33 is not on one; the nearest "
+            "valid values are 0.3 and 0.35 (at $.graph.nodes[0].params.denoise)",
+            "a multiple of 0.05",
+            0.33,
+        ),
+    ]
+    on_step = node("e", "test/stepped", params={"width": 512, "denoise": 0.35})
+    validate(parse_graph({"schemaVersion": 1, "nodes": [on_step]}), "e", catalog())
+    # Out of range is the schema's complaint, not the step's: reported once.
+    error = refused([node("e", "test/stepped", params={"width": 4000})], "e")
+    assert [i.expected for i in error.issues] == ["integer <= 2048"]

@@ -47,7 +47,7 @@ def model_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A data dir whose pack venvs are built once, with the network guard installed in the
     model packs' venvs (inactive unless INLINE_NETGUARD_LOG is set)."""
     path = tmp_path_factory.mktemp("inline-models-data")
-    registry = load_registry(path / "packs")
+    registry = load_registry(path / "packs", build=True)
     assert not registry.failed, registry.failed
     for pack in ("primitives", "zimage"):
         venv = registry.packs[pack].env.root / "venv"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 from ..e2e.conftest import inline_exe
 from ._hub import FakeHub
@@ -79,13 +80,14 @@ def test_pull_verifies_sizes_and_reports_errors(tmp_path: Path):
         assert missing.returncode == 1 and "cannot fetch acme/tiny/split/tiny.safetensors" in (
             missing.stderr
         )
+        assert "Traceback" not in missing.stderr
 
 
 def test_pull_lists_the_zimage_files(tmp_path: Path):
     with FakeHub({}) as hub:
         proc = pull(tmp_path, hub, "alibaba/z-image-turbo", "--dry-run")
     assert proc.returncode == 0, proc.stderr
-    out = proc.stderr
+    out = proc.stdout  # the dry run's plan is its output
     assert (
         "Comfy-Org/z_image_turbo/split_files/diffusion_models/z_image_turbo_bf16.safetensors" in out
     )
@@ -94,3 +96,24 @@ def test_pull_lists_the_zimage_files(tmp_path: Path):
     assert "Tongyi-MAI/Z-Image-Turbo/tokenizer/tokenizer.json" in out
     assert str(tmp_path / "models" / "text_encoders" / "qwen_3_4b_tokenizer") in out
     assert hub.requests == []
+
+
+def test_pull_with_the_hub_unreachable_is_one_line(tmp_path: Path):
+    """`inline models pull` with nothing listening at HF_ENDPOINT: one line, exit 1."""
+    with FakeHub(FILES) as hub:
+        url = hub.url
+    dead = SimpleNamespace(url=url)  # the same loopback address, now closed: refused
+    proc = pull(tmp_path, dead, "modelpack/needs-models")  # type: ignore[arg-type]
+    assert proc.returncode == 1
+    lines = proc.stderr.strip().splitlines()
+    assert lines[-1].startswith(
+        f"error: cannot reach {url} to fetch acme/tiny/split/tiny.safetensors ("
+    )
+    assert "point HF_ENDPOINT at a mirror" in lines[-1] and "resumes" in lines[-1]
+    assert "Traceback" not in proc.stderr
+    assert [ln for ln in lines if ln.startswith("error:")] == [lines[-1]]
+    # a name that does not resolve: the same one line (the DNS error class)
+    dead.url = "http://no-such-host.invalid"
+    proc = pull(tmp_path, dead, "modelpack/needs-models")  # type: ignore[arg-type]
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr
+    assert "error: cannot reach http://no-such-host.invalid to fetch" in proc.stderr

@@ -37,7 +37,8 @@ CASES = {
         EnvBuildFailed,
         "inline-no-such-dependency-xyz",
     ),
-    "build": (dict(), EnvBuildFailed, "build the pack's wheel"),
+    # the build backend's own message, not only which step failed
+    "build": (dict(), EnvBuildFailed, "Expected a Python module at: "),
     "import error": (
         dict(body="raise ImportError('No module named fancy_dep_xyz')\n"),
         HandshakeFailed,
@@ -64,6 +65,11 @@ CASES = {
         dict(tool_inline='[tool.inline.nodes."acme/other"]\nenabled = true\n'),
         PackInvalid,
         'tool.inline.nodes."acme/other"',
+    ),
+    "syntax error": (
+        dict(files={"src/inline_pack_acme/broken.py": "x = 1\ndef broken(:\n"}),
+        PackInvalid,
+        "fix src/inline_pack_acme/broken.py:2: ",
     ),
     "scan: critical": (
         dict(files={"setup.py": "import os\nos.system('echo hi')\n"}),

@@ -27,7 +27,8 @@ async def test_an_upgrade_lets_the_call_in_flight_finish_on_the_old_version(
         results: dict[str, str] = {}
 
         async def slow() -> None:
-            done = await engine.run(request("acme/say", {"wait": 2.0}))
+            # long enough to outlast the upgrade (a venv built and byte-compiled) on a busy machine
+            done = await engine.run(request("acme/say", {"wait": 8.0}))
             results["slow"] = done.outputs["text"].value.text  # type: ignore[union-attr]
 
         async with anyio.create_task_group() as tg:

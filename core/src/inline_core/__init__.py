@@ -10,7 +10,7 @@ Pure Python on top of ``inline_sdk``; never imports torch. Exceptions::
 """
 
 from ._cache import OutputCache
-from ._catalog import DictCatalog, NodeCatalog, NodeEntry
+from ._catalog import DictCatalog, ListingCatalog, NodeCatalog, NodeEntry
 from ._errors import (
     DocumentInvalid,
     GraphInvalid,
@@ -36,6 +36,7 @@ from ._policy import (
 )
 from ._schedule import Executor, NullListener, ProgressSink, RunListener, execute_plan
 from ._schema import check_params
+from ._suggest import did_you_mean
 from ._validate import find_cycle, validate
 
 __all__ = (
@@ -63,6 +64,7 @@ __all__ = (
     "GraphNode",
     "InlineCoreError",
     "Issue",
+    "ListingCatalog",
     "NodeCatalog",
     "NodeEntry",
     "NodeFailed",
@@ -75,6 +77,7 @@ __all__ = (
     "RunListener",
     "check_params",
     "compute_key",
+    "did_you_mean",
     "execute_plan",
     "find_cycle",
     "parse_graph",

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from inline_sdk import Descriptor
 
-__all__ = ("DictCatalog", "NodeCatalog", "NodeEntry")
+__all__ = ("DictCatalog", "ListingCatalog", "NodeCatalog", "NodeEntry")
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +33,15 @@ class NodeCatalog(Protocol):
         ...
 
 
+@runtime_checkable
+class ListingCatalog(NodeCatalog, Protocol):
+    """A catalog that can also list its node types (for "did you mean" suggestions)."""
+
+    def node_types(self) -> Iterable[str]:
+        """Every node type id the catalog serves."""
+        ...
+
+
 class DictCatalog:
     """A ``NodeCatalog`` over a fixed set of entries; one type may be declared once only."""
 
@@ -50,6 +59,10 @@ class DictCatalog:
     def lookup(self, node_type: str) -> NodeEntry | None:
         """The entry for ``node_type``, if any."""
         return self._entries.get(node_type)
+
+    def node_types(self) -> Iterable[str]:
+        """Every node type id, in declaration order."""
+        return tuple(self._entries)
 
     def __iter__(self) -> Iterator[NodeEntry]:
         return iter(self._entries.values())

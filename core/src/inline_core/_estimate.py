@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -42,14 +43,36 @@ def read_header(path: Path) -> dict[str, Any]:
             (size,) = struct.unpack("<Q", raw)
             if size > MAX_HEADER:
                 raise HeaderError(f"'{path}' announces a {size}-byte header: not safetensors")
-            header = json.loads(fh.read(size))
+            raw_header = fh.read(size)
+            have = os.fstat(fh.fileno()).st_size
+        if len(raw_header) < size:
+            raise HeaderError(
+                f"'{path}' is truncated: its header announces {size} bytes, the file holds "
+                f"{have} in all; download it again"
+            )
+        header = json.loads(raw_header)
     except OSError as exc:
         raise HeaderError(f"Cannot read '{path}': {exc.strerror}") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise HeaderError(f"'{path}' has no valid safetensors header: {exc}") from exc
     if not isinstance(header, dict):
         raise HeaderError(f"'{path}' has no valid safetensors header")
+    need = 8 + size + max(_ends(header), default=0)
+    if need > have:
+        raise HeaderError(
+            f"'{path}' is truncated: its tensors need {need} bytes, the file has {have} "
+            f"({need - have} missing); download it again"
+        )
     return header
+
+
+def _ends(header: dict[str, Any]) -> Iterable[int]:
+    for name, info in header.items():
+        offsets = (
+            info.get("data_offsets") if isinstance(info, dict) and name != "__metadata__" else None
+        )
+        if isinstance(offsets, list) and len(offsets) == 2 and isinstance(offsets[1], int):
+            yield offsets[1]
 
 
 def count(header: dict[str, Any]) -> tuple[int, int]:

@@ -57,6 +57,13 @@ class Graph:
         return node_id in self._by_id
 
 
+_ENVELOPE_HINT = (
+    "This is a bare graph: a run request wraps it as "
+    '{"graph": {"schemaVersion": 1, "nodes": [...]}, "target": "<node id>"}, '
+    "where target is the node whose outputs you want."
+)
+
+
 def parse_request(doc: Any) -> tuple[Graph, str]:
     """Parse a run request ``{"graph": ..., "target": ...}`` in the contract's order (4.1).
 
@@ -65,6 +72,8 @@ def parse_request(doc: Any) -> tuple[Graph, str]:
     """
     if not isinstance(doc, dict):
         raise RequestInvalid.of("The request body must be a JSON object.", "$")
+    if "graph" not in doc and ("nodes" in doc or "schemaVersion" in doc):
+        raise RequestInvalid.of(_ENVELOPE_HINT, "$")
     target = doc.get("target")
     if not isinstance(target, str):
         raise RequestInvalid.of("'target' is required.", _paths.TARGET)

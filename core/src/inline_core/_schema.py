@@ -4,22 +4,30 @@ Every violation is reported, each as an ``Issue`` with its full JSON path, a rea
 (``Expected an integer <= 8192, got 9000 (at $.graph.nodes[1].params.width)``), what was
 expected and the offending value. Semantics follow msgspec's own decoding, so what passes here
 decodes in the worker: a JSON bool is not an integer or a number; an int is a valid number; a
-float is never an integer. Undeclared top-level params are accepted (contract 1.1).
+float is never an integer.
+
+Two checks are ours, beyond the contract (which passes undeclared keys and ignores ``step``):
+an undeclared top-level param is refused, naming the closest declared one (``Did you mean
+'width'?``), unless the schema admits extra keys explicitly (``additionalProperties``); and a
+param's ``step`` (counted from its ``min``) is enforced by ``check_steps``, naming the valid
+neighbours of an off-step value.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 import msgspec
+from inline_sdk import ParamField
 
 from . import _paths
 from ._errors import GraphInvalid, Issue
+from ._suggest import did_you_mean
 
-__all__ = ("check_params",)
+__all__ = ("check_params", "check_steps")
 
 _CODE: Final = GraphInvalid.code
 _SHOW_LIMIT: Final = 80
@@ -48,6 +56,53 @@ def check_params(
 ) -> list[Issue]:
     """Every way ``params`` breaks ``schema``, in document order (empty when they conform)."""
     return _Checker(schema, node_id).check(schema, params, base_path, top=True)
+
+
+def check_steps(
+    fields: Sequence[ParamField], params: Mapping[str, Any], *, node_id: str, base_path: str
+) -> list[Issue]:
+    """Every numeric param off its ``step`` grid (counted from ``min``, else from 0).
+
+    Values outside ``min``/``max`` or of the wrong type are left to ``check_params``.
+    """
+    issues: list[Issue] = []
+    for field in fields:
+        step, value = field.step, params.get(field.key)
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            continue
+        if not isinstance(step, int | float) or step <= 0:
+            continue
+        if (field.min is not None and value < field.min) or (
+            field.max is not None and value > field.max
+        ):
+            continue
+        base = field.min if field.min is not None else 0
+        if _is_multiple(value - base, step):
+            continue
+        below = base + math.floor((value - base) / step) * step
+        neighbours = [n for n in (below, below + step) if field.max is None or n <= field.max]
+        shown = " and ".join(_show(_tidy(n, step, base)) for n in neighbours)
+        path = _paths.child(base_path, field.key)
+        where = f"from {_show(base)} " if base else ""
+        message = (
+            f"{field.label} ({field.key!r}) moves in steps of {_show(step)} {where}"
+            f"and {_show(value)} is not on one; the nearest valid values are {shown} (at {path})"
+        )
+        expected = f"a multiple of {_show(step)}" + (f" from {_show(base)}" if base else "")
+        issues.append(Issue(_CODE, message, node_id, path, expected=expected, got=value))
+    return issues
+
+
+def _tidy(value: float, step: float, base: float) -> float:
+    """``value`` rounded to the decimals of ``step`` and ``base`` (0.30000000000000004 -> 0.3)."""
+    if isinstance(value, int):
+        return value
+    return round(value, max(_decimals(step), _decimals(base)))
+
+
+def _decimals(number: float) -> int:
+    text = repr(float(number))
+    return 0 if "e" in text else len(text.split(".", 1)[1].rstrip("0"))
 
 
 class _Checker:
@@ -203,8 +258,11 @@ class _Checker:
                 issues += self.check(names, key, key_path)
             if key in properties:
                 issues += self.check(properties[key], item, key_path)
-            elif top:
-                continue  # undeclared params are passed through (contract 1.1)
+            elif top and "additionalProperties" not in schema:
+                message = f"Unknown param {key!r} (at {key_path}).{did_you_mean(key, properties)}"
+                issues.append(self._issue(message, key_path))
+            elif top and extra is not False:
+                issues += self.check(extra, item, key_path)
             elif extra is False:
                 what = "field" if properties else "key"
                 message = f"Unexpected {what} {key!r} (at {key_path})"

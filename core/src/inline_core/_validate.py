@@ -15,10 +15,11 @@ from collections.abc import Iterator
 from inline_sdk import HANDLE_KINDS, is_list_kind, port_satisfies
 
 from . import _paths
-from ._catalog import NodeCatalog, NodeEntry
+from ._catalog import ListingCatalog, NodeCatalog, NodeEntry
 from ._errors import GraphInvalid, Issue
 from ._graph import Graph, GraphNode
-from ._schema import check_params
+from ._schema import check_params, check_steps
+from ._suggest import did_you_mean
 
 __all__ = ("find_cycle", "validate")
 
@@ -32,9 +33,10 @@ def validate(graph: Graph, target: str, catalog: NodeCatalog) -> None:
     extra: list[Issue] = []
     if graph.node(target) is None:
         issues.append(_issue(f"No node with id {target!r}.", target, _paths.TARGET))
+    known = list(catalog.node_types()) if isinstance(catalog, ListingCatalog) else []
     for n in graph.nodes:
         if entries[n.id] is None:
-            message = f"Unknown node type {n.type!r}."
+            message = f"Unknown node type {n.type!r}.{did_you_mean(n.type, known)}"
             issues.append(_issue(message, n.id, f"{_paths.node(n.index)}.type"))
     for n in graph.nodes:
         entry = entries[n.id]
@@ -93,12 +95,11 @@ def _check_inputs(
     issues: list[Issue] = []
     descriptor = entry.descriptor
     inputs_path = f"{_paths.node(node.index)}.inputs"
+    params_path = f"{_paths.node(node.index)}.params"
     extra += check_params(
-        descriptor.params_schema,
-        node.params,
-        node_id=node.id,
-        base_path=f"{_paths.node(node.index)}.params",
+        descriptor.params_schema, node.params, node_id=node.id, base_path=params_path
     )
+    extra += check_steps(descriptor.params, node.params, node_id=node.id, base_path=params_path)
     for port in descriptor.inputs:
         # An empty edge list passes the reference's B3 and fails at run time; refuse it here.
         if port.required and not node.inputs.get(port.id):

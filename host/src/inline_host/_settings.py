@@ -77,6 +77,8 @@ class Settings:
     hf_ignore: tuple[str, ...] = ()
     #: Hosted text model ids to list (``INLINE_HOSTED_MODELS``); empty: the defaults.
     hosted_models: tuple[str, ...] = ()
+    #: Show remote tracebacks for users' mistakes too (``INLINE_DEBUG=1``; ``inline --debug``).
+    debug: bool = False
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -121,6 +123,7 @@ class Settings:
             ram_budget_gb=_gb(env, "INLINE_RAM_BUDGET_GB"),
             hf_ignore=_list(env, "INLINE_HF_IGNORE"),
             hosted_models=_list(env, "INLINE_HOSTED_MODELS"),
+            debug=env.get("INLINE_DEBUG") == "1",
         )
 
     @property

@@ -1,6 +1,15 @@
 """Inline packs on disk: per-pack uv venvs, the pack manager, the lock, and the merged registry."""
 
-from ._envs import PackEnv, PackSource, ensure_env, read_pack_source, sdk_project_dir
+from ._describe import describe_unbuilt
+from ._envs import (
+    PackEnv,
+    PackSource,
+    ensure_env,
+    env_for,
+    prepare_env,
+    read_pack_source,
+    sdk_project_dir,
+)
 from ._errors import (
     EnvBuildFailed,
     HandshakeFailed,
@@ -65,12 +74,15 @@ __all__ = (
     "SyncResult",
     "builtin_packs_dir",
     "check_welcome",
+    "describe_unbuilt",
     "ensure_env",
+    "env_for",
     "load_registry",
     "lock_path",
     "make_hello",
     "merge",
     "pack_sources",
+    "prepare_env",
     "parse_manifest",
     "probe",
     "read_cached_welcome",

@@ -41,6 +41,9 @@ from ._lock import (
 from ._uv import compile_requirements, create_venv, find_links, install_no_deps, sync_locked
 
 READY: Final = ".ready"
+#: Bumped when the way venvs are built changes (2: byte-compiled at install), so venvs built the
+#: old way are rebuilt rather than reused.
+ENV_LAYOUT: Final = 2
 SKIP_DIRS: Final = frozenset(
     {"__pycache__", ".venv", ".git", ".pytest_cache", ".ruff_cache", "build", "dist"}
 )
@@ -182,6 +185,7 @@ def fingerprint(source: PackSource, sdk_dir: Path) -> str:
     if cons is not None and cons.is_file():
         h.update(cons.read_bytes())
     h.update((find_links() or "").encode())
+    h.update(f"layout={ENV_LAYOUT}".encode())
     return h.hexdigest()[:16]
 
 
@@ -195,6 +199,23 @@ def file_lock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def env_for(source: PackSource, packs_dir: Path) -> PackEnv:
+    """The pack's venv for its current content: where it is (or will be) built, not building it."""
+    fp = fingerprint(source, sdk_project_dir())
+    return PackEnv(source=source, fingerprint=fp, root=packs_dir / source.name / fp)
+
+
+def prepare_env(env: PackEnv, *, say: Callable[[str], None] | None = None) -> PackEnv:
+    """``env`` built if it is not yet (a pack registered lazily, on its first call).
+
+    The venv is built for the pack's content now; when its sources changed since ``env`` was
+    planned, that is the newer venv (the one a fresh registry load would plan).
+    """
+    if env.ready:
+        return env
+    return ensure_env(env.source, env.root.parent.parent, say=say)
 
 
 def ensure_env(

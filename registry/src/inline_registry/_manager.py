@@ -29,6 +29,7 @@ import msgspec
 from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
+from ._describe import describe_unbuilt
 from ._envs import (
     READY,
     PackEnv,
@@ -285,6 +286,11 @@ class PackManager:
 
         self._step("scan", "reading the source (nothing is run)")
         report = scan_tree(tree)
+        broken = [f for f in report.findings if f.rule == "unparseable-source" and f.line]
+        if broken and "unparseable-source" not in allow:
+            # a syntax error is the author's to fix, not a risk to consent to
+            where = "; ".join(f"fix {f.path}:{f.line}: {f.detail}" for f in broken)
+            raise PackInvalid(label, f"its source does not parse ({where})")
         blocked = report.rules(CRITICAL)
         missing = report.missing_consents(allow)
         if blocked or missing:
@@ -532,7 +538,7 @@ class PackManager:
                 )
 
     def _source_types(self, *, first_party_only: bool = False) -> dict[str, str]:
-        """Node type -> pack, for first-party and linked packs whose venv is built."""
+        """Node type -> pack, for first-party and linked packs (built or described)."""
         owners: dict[str, str] = {}
         sdk_dir = sdk_project_dir()
         for source in pack_sources(self.extra):
@@ -540,7 +546,7 @@ class PackManager:
                 continue
             fp = fingerprint(source, sdk_dir)
             env = PackEnv(source, fp, self.packs_dir / source.name / fp)
-            welcome = read_cached_welcome(env)
+            welcome = read_cached_welcome(env) or describe_unbuilt(env)
             for d in welcome.descriptors if welcome else ():
                 owners.setdefault(d.type, source.name)
         return owners

@@ -13,7 +13,8 @@ from inline_core import NodeEntry
 from inline_sdk import Descriptor
 from inline_sdk.protocol import Welcome
 
-from ._envs import PackEnv, PackSource, ensure_env, read_pack_source
+from ._describe import describe_unbuilt
+from ._envs import PackEnv, PackSource, ensure_env, env_for, read_pack_source
 from ._errors import NodeConflict, RegistryError
 from ._handshake import probe
 from ._lock import PacksLock, lock_path, read_lock
@@ -52,6 +53,10 @@ class MergedRegistry:
     def lookup(self, node_type: str) -> NodeEntry | None:
         """The entry for ``node_type`` (the core's ``NodeCatalog`` protocol)."""
         return self.entries.get(node_type)
+
+    def node_types(self) -> tuple[str, ...]:
+        """Every served node type id (the core's ``ListingCatalog`` protocol: suggestions)."""
+        return tuple(self.entries)
 
     def node_manifest(self, node_type: str) -> NodeManifest | None:
         """What the owning pack's manifest says of ``node_type`` (model files, enabled)."""
@@ -166,14 +171,20 @@ def load_registry(
     extra: Sequence[Path] = (),
     *,
     say: Callable[[str], None] | None = None,
+    build: bool = False,
 ) -> MergedRegistry:
-    """Build (or reuse) every pack's venv, take (or reuse) its handshake, merge the nodes.
+    """Every pack's handshake (cached, or taken), merged; venvs are built only where needed.
 
     First-party packs come first (they own the bare vocabulary), then ``extra`` folders and
     ``INLINE_PACK_PATHS``, then the packs installed in ``packs.lock`` (their active version;
-    their venvs are never built here: ``inline pack sync`` does that). A pack that fails
-    (build, import, handshake, SDK major) is kept in ``failed`` with its reason and serves
-    nothing; the other packs are not affected.
+    their venvs are never built here: ``inline pack sync`` does that). A folder pack whose venv
+    is built answers from its cached handshake; one whose venv is not built yet is described
+    without it (``describe_unbuilt``) and its venv is built on its first call
+    (``prepare_env``), so a run builds only the venvs of the packs it uses. Only a pack that
+    cannot be described so (it imports a dependency at import time) is built here, and every
+    one is with ``build=True`` (``--install``). A pack that fails (build, import, handshake,
+    SDK major) is kept in ``failed`` with its reason and serves nothing; the other packs are
+    not affected.
     """
     found: list[tuple[PackInfo, Welcome]] = []
     failed: dict[str, str] = {}
@@ -185,8 +196,11 @@ def load_registry(
     for source in pack_sources(extra):
         try:
             manifest = read_manifest(source.path)
-            env = ensure_env(source, packs_dir, say=say)
-            welcome = probe(env)
+            env = env_for(source, packs_dir)
+            welcome = None if env.ready or build else describe_unbuilt(env)
+            if welcome is None:
+                env = ensure_env(source, packs_dir, say=say)
+                welcome = probe(env)
         except RegistryError as exc:
             failed[source.name] = str(exc)
             if say is not None:

@@ -18,6 +18,7 @@ from typing import Protocol
 from inline_sdk.protocol import Welcome
 from packaging.utils import canonicalize_name
 
+from ._describe import read_described
 from ._envs import READY, PackEnv, build_venv, ensure_env, fingerprint, sdk_project_dir
 from ._errors import PackInvalid, PackNotInstalled, RegistryError
 from ._handshake import probe, read_cached_welcome
@@ -172,7 +173,7 @@ def list_packs(m: PackPlaces) -> list[PackRow]:
     for source in pack_sources(m.extra):
         fp = fingerprint(source, sdk_dir)
         env = PackEnv(source, fp, m.packs_dir / source.name / fp)
-        welcome = read_cached_welcome(env) if env.ready else None
+        welcome = read_cached_welcome(env) if env.ready else read_described(env)
         kind = "builtin" if source.first_party else "linked"
         try:
             manifest = read_manifest(source.path)
@@ -185,7 +186,7 @@ def list_packs(m: PackPlaces) -> list[PackRow]:
                 sdk_version=welcome.sdk_version if welcome else "?",
                 node_types=tuple(d.type for d in welcome.descriptors) if welcome else (),
                 size_bytes=disk_usage(env.root / "venv") if env.ready else 0,
-                state=kind if welcome else f"{kind} (venv not built yet)",
+                state=kind if env.ready else f"{kind} (venv built on first use)",
                 source=str(source.path),
                 dir=str(env.root) if env.ready else "",
                 disabled=disabled_types(welcome, manifest, lock.nodes),

@@ -3,6 +3,10 @@
 Every call gets the same environment: the host's venv does not leak in, pip's find-links folder
 is mapped to uv's (uv does not read pip's settings), and a failure becomes ``EnvBuildFailed``
 carrying uv's own output (the reason a resolution failed is in it).
+
+Installs byte-compile what they install (``--compile-bytecode``): a worker never compiles its
+imports again, which matters where ``PYTHONDONTWRITEBYTECODE=1`` is set (many container images):
+there, every worker start would recompile diffusers and torch's Python sources.
 """
 
 from __future__ import annotations
@@ -104,8 +108,9 @@ def sync_locked(pack: str, venv: Path, locked: Path) -> None:
     run_uv(
         pack,
         "install the locked dependencies",
-        ["pip", "sync", "--quiet", "--require-hashes", "--python", python, str(locked)],
-    )
+        ["pip", "sync", "--quiet", "--require-hashes", "--compile-bytecode", "--python", python,
+         str(locked)],
+    )  # fmt: skip
 
 
 def install_no_deps(pack: str, venv: Path, targets: Sequence[str]) -> None:
@@ -113,7 +118,7 @@ def install_no_deps(pack: str, venv: Path, targets: Sequence[str]) -> None:
     if not targets:
         return
     python = str(venv / "bin" / "python")
-    args = ["pip", "install", "--quiet", "--no-deps", "--python", python]
+    args = ["pip", "install", "--quiet", "--no-deps", "--compile-bytecode", "--python", python]
     for target in targets:
         args += target.split(" ", 1) if target.startswith("-e ") else [target]
     run_uv(pack, "install the pack", args)
@@ -126,8 +131,8 @@ def build_wheel(pack: str, project: Path, out_dir: Path) -> Path:
     run_uv(
         pack,
         "build the pack's wheel",
-        ["build", "--quiet", "--wheel", "--no-create-gitignore", "--out-dir", str(out_dir),
-         str(project)],
+        # not --quiet: a failing build backend's own message is what the user needs to see
+        ["build", "--wheel", "--no-create-gitignore", "--out-dir", str(out_dir), str(project)],
     )  # fmt: skip
     built = sorted(set(out_dir.glob("*.whl")) - before)
     if len(built) != 1:

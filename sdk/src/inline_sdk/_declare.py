@@ -67,7 +67,8 @@ class Output:
 class Param:
     """Metadata of a param: how clients render it, and its constraints.
 
-    ``min``/``max`` are enforced (they become the param's JSON Schema); ``step`` is advisory.
+    ``min``/``max`` are enforced (they become the param's JSON Schema); so is ``step``, counted
+    from ``min``, when the host validates a graph (an off-step value is refused at submit).
     ``internal`` params are accepted and validated but not listed in the served descriptor (the
     contract's undeclared params, such as ``asset`` on ``input/image``).
     """

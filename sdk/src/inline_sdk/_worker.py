@@ -111,10 +111,15 @@ def _plugins(pack: str) -> tuple[metadata.EntryPoint, pluggy.PluginManager]:
             f"'{hookspecs.ENTRY_POINT_GROUP}')"
         )
     ep = next(iter(eps))
+    return ep, plugin_manager(pack, ep.load())
+
+
+def plugin_manager(pack: str, plugin: object) -> pluggy.PluginManager:
+    """A plugin manager with the SDK's hookspecs and the loaded pack module registered."""
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
-    pm.register(ep.load(), name=pack)
-    return ep, pm
+    pm.register(plugin, name=pack)
+    return pm
 
 
 def collect_mappings(pm: pluggy.PluginManager) -> list[ComfyMapping]:
@@ -141,6 +146,18 @@ def load_mappings(pack: str) -> list[ComfyMapping]:
 def load_pack(pack: str) -> tuple[str, list[NodeSpec]]:
     """Load the pack named ``pack`` from this environment's entry points; its version and nodes."""
     ep, pm = _plugins(pack)
+    specs = collect_specs(pm)
+    version = ep.dist.version if ep.dist is not None else "0.0.0"
+    return version, specs
+
+
+def collect_nodes(pack: str, plugin: object) -> list[NodeSpec]:
+    """The nodes a loaded pack module declares through its ``inline_nodes`` hook, checked."""
+    return collect_specs(plugin_manager(pack, plugin))
+
+
+def collect_specs(pm: pluggy.PluginManager) -> list[NodeSpec]:
+    """The nodes the registered plugins declare, checked (all problems at once)."""
     specs: list[NodeSpec] = []
     problems: list[str] = []
     for group in pm.hook.inline_nodes():
@@ -156,8 +173,7 @@ def load_pack(pack: str) -> tuple[str, list[NodeSpec]]:
         seen.add(spec.type)
     if problems:
         raise NodeDeclarationError(problems)
-    version = ep.dist.version if ep.dist is not None else "0.0.0"
-    return version, specs
+    return specs
 
 
 class Worker:

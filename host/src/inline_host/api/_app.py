@@ -14,7 +14,6 @@ import anyio
 from litestar import Litestar
 from litestar.datastructures import State
 from litestar.di import Provide
-from litestar.openapi import OpenAPIConfig
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from .._settings import Settings
@@ -35,6 +34,7 @@ from ._controllers import (
     TakesController,
     run_events,
 )
+from ._docs import docs_assets_router, openapi_config
 from ._errors import EXCEPTION_HANDLERS
 from ._packs_api import PacksController
 
@@ -170,6 +170,7 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
         ComfyImportController,
         DownloadsController,
         run_events,
+        docs_assets_router(),
     ]
     if front_end_root is not None:
         from litestar.static_files import create_static_files_router
@@ -180,6 +181,7 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
     return Litestar(
         route_handlers=handlers,
         lifespan=[lifespan, downloads_lifespan(settings)],
+        state=State({"front_end_root": front_end_root}),
         dependencies={
             "models": Provide(provide_models, sync_to_thread=False),
             "system": Provide(provide_system, sync_to_thread=False),
@@ -189,7 +191,7 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
         },
         exception_handlers=EXCEPTION_HANDLERS,
         middleware=[token_middleware(settings.token)],
-        openapi_config=OpenAPIConfig(title="Inline", version="1", path="/schema"),
+        openapi_config=openapi_config(),
         request_max_body_size=settings.max_upload_bytes,
         debug=False,
     )

@@ -12,6 +12,7 @@ from typing import Annotated, Any
 import anyio
 import msgspec
 from inline_core import HeaderError
+from inline_sdk import Descriptor
 from litestar import (
     Controller,
     MediaType,
@@ -23,14 +24,24 @@ from litestar import (
     post,
     websocket,
 )
+from litestar.datastructures import UploadFile
+from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import Parameter
 from litestar.response import Stream
 
 from .._system import Health, SystemService
+from ..assets import RAW_HINT, AssetRefused, sniff_kind
 from ..models._service import ModelsService, UnknownModel, UnsafeName
 from ..runs._service import RunService, take_view
 from ..runs._views import RunState, RunSummary, Submitted, Take
 from ._errors import ApiError, not_found
+from ._openapi import (
+    ModelListDoc,
+    RawUploadOperation,
+    RunRequestOperation,
+    errors,
+    submit_responses,
+)
 
 TAKE_ID = re.compile(r"^take_[0-9a-f]{12}$")
 CONTENT_TYPES = {
@@ -75,7 +86,14 @@ class HealthController(Controller):
 class ModelsController(Controller):
     path = "/v1/models"
 
-    @get(summary="Every node descriptor (ETag: the registry version)")
+    @get(
+        summary="Every node descriptor (ETag: the registry version)",
+        responses={
+            200: ResponseSpec(ModelListDoc, description="The descriptors", generate_examples=False),
+            304: ResponseSpec(None, description="Not modified (If-None-Match: the ETag)"),
+            **errors(404),
+        },
+    )
     async def list_models(
         self, models: ModelsService, request: Request[Any, Any, Any]
     ) -> Response[Any]:
@@ -93,7 +111,14 @@ class ModelsController(Controller):
             content=msgspec.json.encode(body), media_type=MediaType.JSON, headers={"ETag": etag}
         )
 
-    @get("/{node_type:path}", summary="One node descriptor (the type contains slashes)")
+    @get(
+        "/{node_type:path}",
+        summary="One node descriptor (the type contains slashes)",
+        responses={
+            200: ResponseSpec(Descriptor, description="The descriptor", generate_examples=False),
+            **errors(404),
+        },
+    )
     async def get_model(self, models: ModelsService, node_type: str) -> Response[Any]:
         await models.refresh()
         node_type = node_type.lstrip("/")
@@ -109,6 +134,8 @@ class RunsController(Controller):
     @post(
         summary="Submit a run: 201 new, 200 replay of a clientRunId, 409 conflict, 422",
         status_code=201,
+        operation_class=RunRequestOperation,
+        responses=submit_responses(),
     )
     async def submit(self, service: RunService, data: dict[str, Any]) -> Response[Submitted]:
         await service.refresh()
@@ -119,14 +146,19 @@ class RunsController(Controller):
     async def list_runs(self, service: RunService) -> RunList:
         return RunList(runs=service.live())
 
-    @get("/{run_id:str}", summary="A run's full state")
+    @get("/{run_id:str}", summary="A run's full state", responses=errors(404))
     async def get_run(self, service: RunService, run_id: str) -> RunState:
         state = service.state(run_id)
         if state is None:
             raise not_found(f"No run '{run_id}'.")
         return state
 
-    @delete("/{run_id:str}", status_code=200, summary="Cancel a run")
+    @delete(
+        "/{run_id:str}",
+        status_code=200,
+        summary="Cancel a run (a finished run answers its own status)",
+        responses=errors(404),
+    )
     async def cancel_run(self, service: RunService, run_id: str) -> Submitted:
         status = service.cancel(run_id)
         if status is None:
@@ -139,6 +171,8 @@ async def run_events(socket: WebSocket[Any, Any, Any], run_id: str, service: Run
     """``WS /v1/runs/{runId}/events``: a snapshot, then events until the terminal one."""
     found = service.subscribe(run_id)
     if found is None:
+        # Accepted first: a close before the accept reaches the client as an HTTP 403.
+        await socket.accept()
         await socket.close(code=4404, reason=f"No run '{run_id}'.")
         return
     sub, snapshot = found
@@ -166,7 +200,10 @@ async def run_events(socket: WebSocket[Any, Any, Any], run_id: str, service: Run
 class TakesController(Controller):
     path = "/v1/takes"
 
-    @get(summary="Take history, newest first (filter by nodeId and/or runId)")
+    @get(
+        summary="Take history, newest first (filter by nodeId and/or runId)",
+        responses=errors(400),
+    )
     async def history(
         self,
         service: RunService,
@@ -176,14 +213,26 @@ class TakesController(Controller):
     ) -> TakeList:
         return TakeList(takes=service.history(node_id=node_id, run_id=run_id, limit=limit))
 
-    @get("/{take_id:str}", summary="A take")
+    @get("/{take_id:str}", summary="A take", responses=errors(404))
     async def get_take(self, service: RunService, take_id: str) -> Take:
         record = service.take(take_id) if TAKE_ID.match(take_id) else None
         if record is None:
             raise not_found(f"No take '{take_id}'.")
         return take_view(record)
 
-    @get("/{take_id:str}/bytes", summary="A take's bytes (Range supported)")
+    @get(
+        "/{take_id:str}/bytes",
+        summary="A take's bytes (Range supported)",
+        responses={
+            200: ResponseSpec(
+                bytes, description="The bytes", media_type="application/octet-stream"
+            ),
+            206: ResponseSpec(
+                bytes, description="The range asked for", media_type="application/octet-stream"
+            ),
+            **errors(404, 416),
+        },
+    )
     async def get_bytes(
         self, service: RunService, take_id: str, request: Request[Any, Any, Any]
     ) -> Response[Any]:
@@ -252,19 +301,48 @@ def ranged_file(
 class AssetsController(Controller):
     path = "/v1/assets"
 
-    @post(status_code=200, summary="Upload raw bytes as an input asset (content-addressed)")
+    @post(
+        status_code=200,
+        summary="Upload a file's raw bytes as an input asset (content-addressed)",
+        operation_class=RawUploadOperation,
+        responses=errors(400, 413, 415),
+    )
     async def upload(self, service: RunService, request: Request[Any, Any, Any]) -> AssetStored:
-        data = await request.body()
         ctype = request.headers.get("content-type", "")
-        kind = next((k for k in ("image", "video", "audio") if ctype.startswith(k + "/")), "image")
+        if ctype.startswith("multipart/form-data"):
+            data = await _one_file_part(request)
+        else:
+            data = await request.body()
+        try:
+            kind, _ = sniff_kind(data)
+        except AssetRefused as exc:
+            code = "empty_body" if exc.status == 400 else "unsupported_media"
+            raise ApiError(exc.status, code, str(exc)) from None
         bid = await anyio.to_thread.run_sync(service.put_asset, data)
         return AssetStored(id=bid, kind=kind, bytes=len(data))
+
+
+async def _one_file_part(request: Request[Any, Any, Any]) -> bytes:
+    """The bytes of a multipart body's one file part (``curl -F file=@photo.png``)."""
+    form = await request.form()
+    files = [v for _, v in form.multi_items() if isinstance(v, UploadFile)]
+    if len(files) != 1:
+        raise ApiError(
+            415,
+            "unsupported_media",
+            f"A multipart upload must hold exactly one file part (this one has {len(files)}). "
+            + RAW_HINT,
+        )
+    return await files[0].read()
 
 
 class FitController(Controller):
     path = "/v1/fit"
 
-    @get(summary="Will these model files run here, and how? (fits / int8 / streamed / won't fit)")
+    @get(
+        summary="Will these model files run here, and how? (fits / int8 / streamed / won't fit)",
+        responses=errors(400, 404, 422),
+    )
     async def fit_models(
         self,
         models: ModelsService,

@@ -1,12 +1,16 @@
 """Domain errors to HTTP, in one place: the contract's envelope ``{"error": {code, message, ...}}``.
 
-Framework errors keep the reference's ``{"detail": ...}`` bodies (unknown path 404, wrong method
-405); a malformed submission is a 422 ``invalid_request`` rather than the reference's 500.
+Framework errors use the envelope too (an unknown path is a 404 ``not_found`` naming the route,
+a wrong method a 405 ``method_not_allowed`` naming the allowed ones, a bad query parameter a 422
+``invalid_request`` naming it); a malformed submission is a 422 ``invalid_request`` rather than
+the reference's 500.
 """
 
 from __future__ import annotations
 
 import logging
+import re
+from pathlib import Path
 from typing import Any
 
 from inline_core import DocumentInvalid, GraphInvalid
@@ -77,18 +81,69 @@ def handle_conflict(_: Request[Any, Any, Any], exc: Conflict) -> Response[Any]:
     return _json(409, envelope("conflict", str(exc)))
 
 
-def handle_http(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+def handle_http(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
+    where = f"{request.method} {request.url.path}"
     if isinstance(exc, NotFoundException):
-        return _json(404, {"detail": "Not Found"})
+        spa = _spa_index(request)
+        if spa is not None:
+            return spa
+        return _json(404, envelope("not_found", f"No route {where}."))
     if isinstance(exc, MethodNotAllowedException):
-        return _json(405, {"detail": "Method Not Allowed"})
+        allowed = (exc.headers or {}).get("Allow") or (exc.headers or {}).get("allow")
+        message = f"{request.method} is not allowed on {request.url.path}."
+        if allowed:
+            message += f" Allowed: {allowed}."
+        response = _json(405, envelope("method_not_allowed", message))
+        if allowed:
+            response.headers["Allow"] = allowed
+        return response
     if isinstance(exc, ValidationException) or exc.status_code == 400:
-        return _json(422, envelope("invalid_request", "The request body must be a JSON object."))
+        return _json(422, envelope("invalid_request", _validation_message(request, exc)))
     if exc.status_code == 413:
         return _json(413, envelope("too_large", "The request body is too large."))
     if exc.status_code == 401:
         return _json(401, envelope("unauthorized", str(exc.detail)))
     return _json(exc.status_code, {"detail": exc.detail})
+
+
+_API_PREFIXES = ("/v1", "/schema", "/openapi")
+
+
+def _spa_index(request: Request[Any, Any, Any]) -> Response[Any] | None:
+    """A single-page app's ``index.html`` for an unknown GET outside the API (its client-side
+    routes, such as ``/projects/42``), when ``--front-end-root`` serves one."""
+    root = request.app.state.get("front_end_root")
+    path = request.url.path
+    if root is None or request.method != "GET" or path.startswith(_API_PREFIXES):
+        return None
+    index = Path(root) / "index.html"
+    if not index.is_file():
+        return None
+    return Response(content=index.read_bytes(), media_type=MediaType.HTML, status_code=200)
+
+
+_SOURCES = {"query": "query parameter", "path": "path parameter", "header": "header"}
+
+
+def _validation_message(request: Request[Any, Any, Any], exc: HTTPException) -> str:
+    """What Litestar refused, naming the parameter (``?limit=0``); else the body's problem."""
+    detail = str(exc.detail or "")
+    if detail.startswith("Missing required"):
+        return detail.split(" for path ")[0] + "."
+    extra = exc.extra if isinstance(exc.extra, list) else []
+    for item in extra:
+        if not isinstance(item, dict):
+            continue
+        raw = item.get("source", "")
+        source = _SOURCES.get(str(getattr(raw, "value", raw)))
+        key = str(item.get("key") or "")
+        if source is not None and key:
+            camel = re.sub(r"_([a-z])", lambda m: m.group(1).upper(), key)
+            if camel in request.query_params:
+                key = camel  # the name the client sent (vramGb), not the handler's (vram_gb)
+            reason = str(item.get("message") or "invalid value").rstrip(".")
+            return f"Invalid {source} {key!r}: {reason}."
+    return "The request body must be a JSON object."
 
 
 def handle_unexpected(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:

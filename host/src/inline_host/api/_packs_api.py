@@ -14,6 +14,7 @@ from litestar.handlers import BaseRouteHandler
 
 from ..packs._service import PackService
 from ._errors import ApiError, handle_api_error
+from ._openapi import errors
 
 
 class InstallBody(msgspec.Struct, frozen=True, rename="camel"):
@@ -86,7 +87,11 @@ class PacksController(Controller):
     async def list_packs(self, packs: PackService) -> dict[str, Any]:
         return {"packs": [_jsonable(r) for r in await packs.list()]}
 
-    @post(summary="Install a pack from a folder, wheel, name==version or git URL", status_code=201)
+    @post(
+        summary="Install a pack from a folder, wheel, name==version or git URL",
+        status_code=201,
+        responses=errors(404, 409, 422),
+    )
     async def install(self, packs: PackService, data: InstallBody) -> dict[str, Any]:
         result = await packs.install(
             data.source,
@@ -96,25 +101,47 @@ class PacksController(Controller):
         )
         return _jsonable(result)
 
-    @post("/{name:str}/upgrade", summary="Upgrade a pack (to a version)", status_code=200)
+    @post(
+        "/{name:str}/upgrade",
+        summary="Upgrade a pack (to a version)",
+        status_code=200,
+        responses=errors(404, 409, 422),
+    )
     async def upgrade(self, packs: PackService, name: str, data: UpgradeBody) -> dict[str, Any]:
         return _jsonable(await packs.upgrade(name, to=data.to, allow=data.allow))
 
-    @post("/{name:str}/rollback", summary="Switch back to the previous version", status_code=200)
+    @post(
+        "/{name:str}/rollback",
+        summary="Switch back to the previous version",
+        status_code=200,
+        responses=errors(404, 409, 422),
+    )
     async def rollback(self, packs: PackService, name: str) -> dict[str, Any]:
         return _jsonable(await packs.rollback(name))
 
-    @delete("/{name:str}", summary="Remove a pack", status_code=200)
+    @delete(
+        "/{name:str}", summary="Remove a pack", status_code=200, responses=errors(404, 409, 422)
+    )
     async def remove(self, packs: PackService, name: str) -> dict[str, Any]:
         await packs.remove(name)
         return {"removed": name}
 
-    @post("/sync", summary="Rebuild every venv exactly from the lock", status_code=200)
+    @post(
+        "/sync",
+        summary="Rebuild every venv exactly from the lock",
+        status_code=200,
+        responses=errors(404, 409, 422),
+    )
     async def sync(self, packs: PackService) -> dict[str, Any]:
         results = await packs.sync()
         return {"packs": [_jsonable(r) for r in results]}
 
-    @post("/nodes", summary="Enable or disable one node type, live", status_code=200)
+    @post(
+        "/nodes",
+        summary="Enable or disable one node type, live",
+        status_code=200,
+        responses=errors(404, 409, 422),
+    )
     async def switch(self, packs: PackService, data: NodeSwitch) -> Response[Any]:
         await packs.set_node_enabled(data.type, data.enabled)
         return Response({"type": data.type, "enabled": data.enabled})

@@ -1,5 +1,6 @@
 """The ``inline`` command."""
 
 from ._main import main
+from ._version import version_line
 
-__all__ = ("main",)
+__all__ = ("main", "version_line")

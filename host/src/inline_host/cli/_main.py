@@ -6,23 +6,29 @@ import argparse
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
-from inline_core import GraphInvalid, InlineCoreError, NodeFailed, PlannedNode
+from inline_core import GraphInvalid, InlineCoreError, PlannedNode
 from inline_registry import RegistryError
 from inline_sdk.protocol import MediaValue, Preview, Progress, Stream, TextValue
 
-from .._errors import InlineHostError, NodeError
+from .._errors import InlineHostError
 from .._settings import Settings
+from ..assets import AssetRefused, sniff_kind
 from ..comfyui import add_import_parser, run_import
 from ..hub import add_secrets_parser, run_secrets
 from ..runs._blobs import BlobStore
 from ..runs._engine import Engine, media_extension
+from ..runs._takes import png_with_text
 from ..workers._supervisor import HostValue
+from ._friendly import check_out_dir, describe_failure, resolve_path_refs
 from ._models import add_models_parser, run_models
+from ._nodes import add_nodes_parser, run_nodes
 from ._packs import add_pack_parser, run_pack
+from ._version import VersionAction
 
 EXIT_FAILED = 1
 EXIT_INVALID = 2
@@ -93,25 +99,31 @@ def print_invalid(err: GraphInvalid, out: TextIO) -> None:
             out.write(f"      expected {issue.expected}, got {json.dumps(issue.got)}\n")
 
 
-def describe_failure(exc: BaseException) -> str:
-    """A failed run's message, with the remote traceback for node errors."""
-    cause = exc.__cause__ if isinstance(exc, NodeFailed) and exc.__cause__ else exc
-    if isinstance(cause, NodeError):
-        node = f"node '{cause.node_id}' ({cause.node_type})"
-        return f"{node} failed: {cause.remote_type}: {cause.remote_message}\n{cause.traceback}"
-    return str(exc)
-
-
 async def _run(args: argparse.Namespace) -> int:
+    graph_file = Path(args.file)
     try:
-        request = json.loads(Path(args.file).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
-        print(f"error: cannot read run request '{args.file}': {exc}", file=sys.stderr)
+        request = json.loads(graph_file.read_text())
+    except OSError as exc:
+        print(f"error: cannot read run request '{args.file}': {exc.strerror}", file=sys.stderr)
+        return EXIT_INVALID
+    except json.JSONDecodeError as exc:
+        print(f"error: '{args.file}' is not JSON: {exc}", file=sys.stderr)
         return EXIT_INVALID
     if args.target is not None and isinstance(request, dict):
         request["target"] = args.target
     out_dir = Path(args.out)
+    problem = check_out_dir(out_dir)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return EXIT_INVALID
+    # {"ref": "path"} inputs are relative to the graph file, which may be read from its folder.
+    base = graph_file.resolve().parent
+    request = resolve_path_refs(request, base)
     settings = Settings.from_env()
+    if args.debug:
+        settings = replace(settings, debug=True)
+    if base not in settings.input_roots:
+        settings = replace(settings, input_roots=(*settings.input_roots, base))
     async with Engine.open(settings, say=lambda m: print(m, file=sys.stderr)) as engine:
         try:
             planned = engine.prepare(request)
@@ -127,19 +139,35 @@ async def _run(args: argparse.Namespace) -> int:
             if console.streamed:
                 sys.stdout.write("\n")
         except (InlineCoreError, InlineHostError) as exc:
-            print(f"error: {describe_failure(exc)}", file=sys.stderr)
+            print(f"error: {describe_failure(exc, debug=settings.debug)}", file=sys.stderr)
             return EXIT_FAILED
         out_dir.mkdir(parents=True, exist_ok=True)
-        written = write_outputs(engine, planned.target, result.outputs, out_dir)
+        target = planned.node(planned.target)
+        recipe = None
+        if target is not None and isinstance(request, dict):
+            # the same iTXt "inline" chunk as an API take: node, type, params, graph
+            graph = request.get("graph")
+            recipe = {
+                "node": target.id,
+                "type": target.type,
+                "params": target.params,
+                "graph": graph,
+            }
+        written = write_outputs(engine, planned.target, result.outputs, out_dir, recipe)
     for path in written:
         print(path)
     return 0
 
 
 def write_outputs(
-    engine: Engine, node_id: str, outputs: dict[str, HostValue], out_dir: Path
+    engine: Engine,
+    node_id: str,
+    outputs: dict[str, HostValue],
+    out_dir: Path,
+    recipe: dict[str, Any] | None = None,
 ) -> list[Path]:
-    """Write each media/text output as ``<node id>.<port>.<ext>``; the paths written."""
+    """Write each media/text output as ``<node id>.<port>.<ext>`` (a PNG with ``recipe`` in its
+    ``inline`` iTXt chunk, as API takes carry it); the paths written."""
     written: list[Path] = []
     safe_id = "".join(c if c.isalnum() or c in "-_." else "_" for c in node_id)
     for port, hv in outputs.items():
@@ -150,7 +178,10 @@ def write_outputs(
             data = v.text.encode()
         else:
             continue
-        path = out_dir / f"{safe_id}.{port}.{media_extension(hv)}"
+        ext = media_extension(hv)
+        if ext == "png" and recipe is not None:
+            data = png_with_text(bytes(data), "inline", json.dumps(recipe, separators=(",", ":")))
+        path = out_dir / f"{safe_id}.{port}.{ext}"
         tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_bytes(data)
         tmp.replace(path)
@@ -161,8 +192,17 @@ def write_outputs(
 def _assets_add(args: argparse.Namespace) -> int:
     settings = Settings.from_env()
     store = BlobStore(settings.blobs_dir)
+    path = Path(args.file)
     try:
-        bid = store.put_file(Path(args.file))
+        with path.open("rb") as fh:
+            sniff_kind(fh.read(64), what="the file", hint="")  # the API's rules
+        bid = store.put_file(path)
+    except AssetRefused as exc:
+        print(f"error: {path}: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    except OSError as exc:
+        print(f"error: cannot read {path}: {exc.strerror or exc}", file=sys.stderr)
+        return EXIT_FAILED
     except InlineHostError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED
@@ -173,16 +213,26 @@ def _assets_add(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     """The command line."""
     parser = argparse.ArgumentParser(prog="inline", description="Inline generation engine")
+    parser.add_argument("--version", action=VersionAction)
+    parser.add_argument(
+        "--debug",
+        action="store_true",
+        help="show remote tracebacks for every error (also INLINE_DEBUG=1)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="validate and run a graph file {graph, target}")
     run.add_argument("file", help='JSON run request: {"graph": ..., "target": ...}')
     run.add_argument("--target", help="node id to produce (overrides the file's target)")
     run.add_argument("--out", default="out", help="folder for the target's outputs (default: out)")
+    run.add_argument(
+        "--debug", action="store_true", default=argparse.SUPPRESS, help="remote tracebacks too"
+    )
     assets = sub.add_parser("assets", help="manage input assets")
     assets_sub = assets.add_subparsers(dest="assets_command", required=True)
     add = assets_sub.add_parser("add", help="store a file; prints its asset id")
     add.add_argument("file")
     add_models_parser(sub)
+    add_nodes_parser(sub)
     add_pack_parser(sub)
     add_import_parser(sub)
     add_secrets_parser(sub)
@@ -205,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_import(args)
         if args.command == "secrets":
             return run_secrets(args)
+        if args.command == "nodes":
+            return run_nodes(args)
     except RegistryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -47,10 +47,11 @@ def run_models(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     todo = [f for f in fetches if not _present(f)]
+    plan_out = sys.stdout if args.dry_run else sys.stderr  # a dry run's plan is its output
     for f in fetches:
         state = "present" if f not in todo else ("would fetch" if args.dry_run else "fetching")
         size = f" ({f.size / 1e9:.2f} GB)" if f.size else ""
-        print(f"{f.label}: {f.repo}/{f.path} -> {f.dest}{size} [{state}]", file=sys.stderr)
+        print(f"{f.label}: {f.repo}/{f.path} -> {f.dest}{size} [{state}]", file=plan_out)
     if args.dry_run or not todo:
         if not todo:
             print(f"All model files of {args.node} are present in {models_dir}.", file=sys.stderr)
@@ -61,8 +62,10 @@ def run_models(args: argparse.Namespace) -> int:
         try:
             print(fetch(f, models_dir))
         except PullError as exc:
-            failed += 1
             print(f"error: {exc}", file=sys.stderr)
+            if exc.unreachable:
+                return 1  # the other files would fail alike: one line is the whole story
+            failed += 1
     if failed:
         print(f"Run the command again to resume ({models_dir / STAGING}).", file=sys.stderr)
         return 1

@@ -247,12 +247,21 @@ def _print_rows(rows: list[PackRow], out: TextIO, *, as_json: bool) -> None:
     if as_json:
         out.write(json.dumps([row_json(r) for r in rows], indent=2) + "\n")
         return
-    header = f"{'NAME':<16} {'VERSION':<10} {'SDK':<7} {'VENV':>8}  {'STATE':<28} NODES"
-    out.write(header + "\n")
+    out.write(format_rows(rows))
+
+
+def format_rows(rows: list[PackRow]) -> str:
+    """The table of ``pack list``: columns as wide as their widest cell; a pack's previous
+    version (its rollback target) on its own row, marked ``previous``, under the active one."""
+    table = [("NAME", "VERSION", "SDK", "VENV", "STATE", "NODES")]
     for r in rows:
         size = f"{r.size_bytes / 1e6:.1f} MB" if r.size_bytes else "-"
-        nodes = ", ".join(t + (" (off)" if t in r.disabled else "") for t in r.node_types)
-        out.write(
-            f"{r.name:<16} {r.version:<10} {r.sdk_version:<7} {size:>8}  {r.state:<28} "
-            f"{nodes or '-'}\n"
-        )
+        nodes = ", ".join(t + " (off)" if t in r.disabled else t for t in r.node_types)
+        name = r.name if not r.state.startswith("previous") else f"{r.name} (previous)"
+        table.append((name, r.version, r.sdk_version, size, r.state, nodes or "-"))
+    widths = [max(len(row[i]) for row in table) for i in range(5)]
+    lines = []
+    for row in table:
+        cells = [row[i].rjust(widths[i]) if i == 3 else row[i].ljust(widths[i]) for i in range(5)]
+        lines.append("  ".join([*cells, row[5]]).rstrip())
+    return "\n".join(lines) + "\n"

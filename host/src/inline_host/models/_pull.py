@@ -34,7 +34,36 @@ class Fetch:
 
 
 class PullError(Exception):
-    """A file could not be fetched or verified."""
+    """A file could not be fetched or verified; ``unreachable`` when the Hub could not be
+    reached at all (then the other files would fail alike)."""
+
+    def __init__(self, message: str, *, unreachable: bool = False) -> None:
+        self.unreachable = unreachable
+        super().__init__(message)
+
+
+#: Where the network and HTTP errors of a download come from (huggingface_hub speaks httpx).
+NETWORK_MODULES = frozenset(
+    {"httpx", "httpx2", "httpcore", "huggingface_hub", "requests", "urllib3"}
+)
+
+
+def hub_endpoint() -> str:
+    """The Hub the downloads go to (``HF_ENDPOINT``, else huggingface.co)."""
+    from huggingface_hub import constants
+
+    return str(constants.ENDPOINT)
+
+
+def unreachable(f: Fetch, exc: BaseException) -> PullError:
+    """One line: what was tried where, how to use a mirror, and that the command resumes."""
+    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return PullError(
+        f"cannot reach {hub_endpoint()} to fetch {f.repo}/{f.path} ({type(exc).__name__}: "
+        f"{reason}); point HF_ENDPOINT at a mirror (HF_ENDPOINT=https://your-mirror inline "
+        "models pull ...) or retry when online: the command resumes where it stopped",
+        unreachable=True,
+    )
 
 
 def node_models(node_type: str) -> tuple[ModelFile, ...]:
@@ -101,10 +130,17 @@ def fetch(f: Fetch, models_dir: Path, *, token: str | None = None) -> Path:
                 f.repo, f.path, revision=f.revision, local_dir=str(staging), token=token
             )
         )
-    except HfHubHTTPError as exc:
-        raise PullError(f"cannot fetch {f.repo}/{f.path}: {exc}") from None
-    except OSError as exc:  # connection refused, timeouts (httpx errors derive from neither)
-        raise PullError(f"cannot fetch {f.repo}/{f.path}: {exc}") from None
+    except HfHubHTTPError as exc:  # the Hub answered: a missing file, a gated repo...
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+        what = f"HTTP {status}" if status else type(exc).__name__
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else what
+        raise PullError(f"cannot fetch {f.repo}/{f.path} from {hub_endpoint()}: {first}") from None
+    except PullError:
+        raise
+    except Exception as exc:  # connection refused, DNS, timeouts: every network error class
+        if isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in NETWORK_MODULES:
+            raise unreachable(f, exc) from None
+        raise
     got = local.stat().st_size
     if expected is not None and got != expected:
         local.unlink(missing_ok=True)
@@ -115,5 +151,3 @@ def fetch(f: Fetch, models_dir: Path, *, token: str | None = None) -> Path:
     f.dest.parent.mkdir(parents=True, exist_ok=True)
     os.replace(local, f.dest)
     return f.dest
-
-

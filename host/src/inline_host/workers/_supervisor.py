@@ -17,7 +17,7 @@ from typing import Any
 
 import anyio
 import anyio.abc
-from inline_registry import MergedRegistry
+from inline_registry import MergedRegistry, RegistryError, prepare_env
 
 from .._errors import PackStartFailed
 from .._settings import Settings
@@ -102,7 +102,17 @@ class Supervisor:
                 bulk=self.bulk,
                 broker=self.broker,
             )
-            await proc.start(str(info.env.python), self._tg)
+            python = info.env.python
+            if not info.env.ready:  # registered lazily: its venv is built on its first call
+                log.warning("Preparing the venv of pack '%s' (first use)...", pack)
+                started = time.monotonic()
+                try:
+                    python = (await anyio.to_thread.run_sync(prepare_env, info.env)).python
+                except RegistryError as exc:
+                    raise PackStartFailed(pack, str(exc)) from None
+                took = time.monotonic() - started
+                log.warning("The venv of pack '%s' is ready (%.0f s, first use).", pack, took)
+            await proc.start(str(python), self._tg)
             self._workers[pack] = proc
             return proc
 

@@ -3,7 +3,7 @@
 import io
 from typing import Annotated
 
-from inline_sdk import AssetRef, Context, Image, Output, Param, Port, Video, node
+from inline_sdk import AssetRef, Context, Image, InputRefused, Output, Param, Port, Video, node
 
 NEEDS_REF = "An image input node needs a valid asset reference."
 #: Pillow format name -> the file extension a take of it gets.
@@ -18,7 +18,8 @@ EXTENSIONS = {
 
 
 def _check_image(data: bytes, where: str) -> str:
-    """The extension of an image's format; raises ValueError naming ``where`` if it is none."""
+    """The extension of an image's format; raises ``InputRefused`` (a user's mistake, not a bug:
+    a ``ValueError``) naming ``where`` if it is none."""
     from PIL import Image as PILImage
     from PIL import UnidentifiedImageError
 
@@ -26,8 +27,11 @@ def _check_image(data: bytes, where: str) -> str:
         with PILImage.open(io.BytesIO(data)) as img:
             img.verify()
             fmt = img.format or ""
-    except (UnidentifiedImageError, OSError, SyntaxError) as exc:
-        raise ValueError(f"'{where}' is not a readable image: {exc}") from None
+    except UnidentifiedImageError:
+        kinds = ", ".join(EXTENSIONS)
+        raise InputRefused(f"'{where}' is not a readable image (expected {kinds})") from None
+    except (OSError, SyntaxError) as exc:
+        raise InputRefused(f"'{where}' is not a readable image: {exc}") from None
     return EXTENSIONS.get(fmt, fmt.lower() or "png")
 
 
@@ -39,7 +43,7 @@ def input_image(
 ) -> Annotated[Image, Output("image", "Image")]:
     """The image an asset reference names (an uploaded asset id, or a path in the input roots)."""
     if asset is None:
-        raise ValueError(NEEDS_REF)
+        raise InputRefused(NEEDS_REF)
     data = ctx.read_input(asset)
     where = asset.path if hasattr(asset, "path") else asset.id  # type: ignore[union-attr]
     return Image(data, _check_image(data, where))
@@ -53,7 +57,7 @@ def input_video(
 ) -> Annotated[Video, Output("video", "Video")]:
     """The video an asset reference names."""
     if asset is None:
-        raise ValueError(NEEDS_REF)
+        raise InputRefused(NEEDS_REF)
     path = ctx.resolve_input(asset)
     return Video(ctx.read_input(asset), path.suffix.lstrip(".").lower() or "mp4")
 

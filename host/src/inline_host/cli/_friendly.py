@@ -1,0 +1,75 @@
+"""What ``inline run`` tells a user: one line for their mistakes, a traceback for node bugs.
+
+A node error whose remote type is a user's mistake (a missing or unreadable input, a bad asset
+id, missing model files, params refused by the node) prints its message only; the remote
+traceback appears with ``--debug`` or ``INLINE_DEBUG=1``. Any other node error is a bug in the
+node, and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Final
+
+from inline_core import NodeFailed
+
+from .._errors import NodeError
+
+__all__ = ("USER_MISTAKES", "check_out_dir", "describe_failure", "resolve_path_refs")
+
+#: Remote exception types that report a user's mistake, not a node's bug.
+USER_MISTAKES: Final = frozenset(
+    {
+        "InputRefused",
+        "ModelsMissing",
+        "TokenizerMissing",
+        "FileNotFoundError",
+        "IsADirectoryError",
+        "NotADirectoryError",
+        "PermissionError",
+        "ParamsInvalid",
+        "UnidentifiedImageError",
+        "HeaderError",
+    }
+)
+
+
+def describe_failure(exc: BaseException, *, debug: bool = False) -> str:
+    """A failed run's message: the node and its error; the remote traceback for a node's bug
+    (or always, with ``debug``)."""
+    cause = exc.__cause__ if isinstance(exc, NodeFailed) and exc.__cause__ else exc
+    if isinstance(cause, NodeError):
+        node = f"node '{cause.node_id}' ({cause.node_type})"
+        if cause.remote_type in USER_MISTAKES and not debug:
+            return f"{node}: {cause.remote_message}"
+        return f"{node} failed: {cause.remote_type}: {cause.remote_message}\n{cause.traceback}"
+    return str(exc)
+
+
+def resolve_path_refs(request: Any, base: Path) -> Any:
+    """The request with every relative ``{"ref": "path", "path": ...}`` param made absolute
+    against ``base`` (the graph file's folder), so a graph file means the same from any cwd."""
+    if not isinstance(request, dict) or not isinstance(request.get("graph"), dict):
+        return request
+    out = copy.deepcopy(request)
+    for node in out["graph"].get("nodes") or []:
+        params = node.get("params") if isinstance(node, dict) else None
+        if not isinstance(params, dict):
+            continue
+        for value in params.values():
+            if isinstance(value, dict) and value.get("ref") == "path":
+                path = value.get("path")
+                if isinstance(path, str) and path and not Path(path).is_absolute():
+                    value["path"] = str((base / path).resolve())
+    return out
+
+
+def check_out_dir(out: Path) -> str | None:
+    """Why ``--out`` cannot hold the outputs (checked before anything runs), else None."""
+    if out.exists() and not out.is_dir():
+        return f"--out {out} is an existing file, not a folder: name a folder (it is created)"
+    parent = next((p for p in (out, *out.parents) if p.exists()), None)
+    if parent is not None and not parent.is_dir():
+        return f"--out {out}: {parent} is a file, not a folder"
+    return None
