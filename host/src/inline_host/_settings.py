@@ -69,6 +69,12 @@ class Settings:
     profile: str | None = None
     vram_budget_gb: float | None = None
     ram_budget_gb: float | None = None
+    #: Extra names ``Host`` may carry (``INLINE_ALLOWED_HOSTS``, comma-separated; ``*``: any).
+    allowed_hosts: tuple[str, ...] = field(default=())
+    #: The largest output a node may return (``INLINE_MAX_OUTPUT_MB``).
+    max_output_bytes: int = 2048 << 20
+    #: Runs that may wait in the queue (``INLINE_MAX_QUEUED``); past it, submits get 429.
+    max_queued: int = 1000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -111,6 +117,11 @@ class Settings:
             profile=env.get("INLINE_PROFILE") or None,
             vram_budget_gb=_gb(env, "INLINE_VRAM_BUDGET_GB"),
             ram_budget_gb=_gb(env, "INLINE_RAM_BUDGET_GB"),
+            allowed_hosts=tuple(
+                h.strip() for h in env.get("INLINE_ALLOWED_HOSTS", "").split(",") if h.strip()
+            ),
+            max_output_bytes=int(_float(env, "INLINE_MAX_OUTPUT_MB", 2048, "MB") * 1024 * 1024),
+            max_queued=_int(env, "INLINE_MAX_QUEUED", 1000),
         )
 
     @property

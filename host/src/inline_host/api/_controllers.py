@@ -205,7 +205,7 @@ def _guess(ext: str) -> str:
     return mimetypes.guess_type(f"x.{ext}")[0] or "application/octet-stream"
 
 
-RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+RANGE = re.compile(r"^bytes=(\d{0,19})-(\d{0,19})$")  # more digits: 416, not int() overflow
 
 
 def ranged_file(

@@ -19,7 +19,7 @@ from litestar.exceptions import (
 )
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
-from ..runs._service import Conflict
+from ..runs._service import Conflict, QueueFull, StorageFailing
 
 log = logging.getLogger("inline.api")
 
@@ -77,6 +77,24 @@ def handle_conflict(_: Request[Any, Any, Any], exc: Conflict) -> Response[Any]:
     return _json(409, envelope("conflict", str(exc)))
 
 
+def handle_queue_full(_: Request[Any, Any, Any], exc: QueueFull) -> Response[Any]:
+    return Response(
+        content=envelope("queue_full", str(exc)),
+        status_code=429,
+        media_type=MediaType.JSON,
+        headers={"Retry-After": str(exc.retry_after)},
+    )
+
+
+def handle_storage(_: Request[Any, Any, Any], exc: StorageFailing) -> Response[Any]:
+    return Response(
+        content=envelope("storage_failing", str(exc)),
+        status_code=503,
+        media_type=MediaType.JSON,
+        headers={"Retry-After": str(exc.retry_after)},
+    )
+
+
 def handle_http(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
     if isinstance(exc, NotFoundException):
         return _json(404, {"detail": "Not Found"})
@@ -103,6 +121,8 @@ EXCEPTION_HANDLERS: dict[Any, Any] = {
     ApiError: handle_api_error,
     DocumentInvalid: handle_invalid,
     Conflict: handle_conflict,
+    QueueFull: handle_queue_full,
+    StorageFailing: handle_storage,
     HTTPException: handle_http,
     Exception: handle_unexpected,
 }

@@ -41,7 +41,7 @@ from ._store import RunStore, StoredRun, TakeRecord, now_ms
 from ._takes import TakeRecorder, TakeWriter, has_takes, take_bytes, take_ports
 from ._views import NodeState, RunError, RunState, RunSummary, Take
 
-__all__ = ("TERMINAL", "Conflict", "LiveRun", "RunService")
+__all__ = ("TERMINAL", "Conflict", "LiveRun", "QueueFull", "RunService", "StorageFailing")
 
 log = logging.getLogger("inline.runs")
 #: What a failing store raises (a full disk, a locked or broken database).
@@ -50,6 +50,18 @@ STORAGE_ERRORS = (sqlite3.Error, OSError)
 
 class Conflict(InlineHostError):
     """A ``clientRunId`` was reused with a different graph."""
+
+
+class StorageFailing(InlineHostError):
+    """The run store cannot take the run now (answered 503 with ``Retry-After``)."""
+
+    retry_after = 5
+
+
+class QueueFull(InlineHostError):
+    """``INLINE_MAX_QUEUED`` runs are waiting already (answered 429 with ``Retry-After``)."""
+
+    retry_after = 5
 
 
 def new_run_id() -> str:
@@ -140,7 +152,7 @@ class _TakingExecutor:
             outputs = await service.engine.executor.execute(node, inputs, report)
         ports = take_ports(node, outputs, is_target=node.id == run.target)
         if ports:
-            read = service.engine.bulk.read
+            read = service.engine.bulk.buffer  # large takes go to disk from shared memory
             values = {port: take_bytes(outputs[port].value, read) for port in ports}
             graph = run.request.get("graph")
             await anyio.to_thread.run_sync(
@@ -233,19 +245,28 @@ class RunService:
         """
         if not isinstance(body, dict):
             raise RequestInvalid.of("The request body must be a JSON object.", "$")
-        planned = self.engine.prepare(body)
+        # planning hashes the files params name: off the event loop (guard.InputPaths)
+        planned = await anyio.to_thread.run_sync(self.engine.prepare, body)
         graph_doc, target = body["graph"], planned.target
         req_hash = request_hash(graph_doc, target)
         client = body.get("clientRunId")
         client_key = None if client is None else msgspec.json.encode(client).decode()
         if client_key is not None:
-            seen = self._client_ids.get(client_key) or self.store.find_client_run(client_key)
+            seen = self._client_ids.get(client_key) or await self._stored(
+                self.store.find_client_run, client_key
+            )
             if seen is not None:
                 existing_id, existing_hash = seen
                 if existing_hash == req_hash:
                     state = self.state(existing_id)
                     return existing_id, state.status if state else "queued", False
                 raise Conflict(f"clientRunId {client!r} was reused with a different graph.")
+        waiting = len(self.queue) + sum(len(r.followers) for r in self.runs.values())
+        if waiting >= self.engine.settings.max_queued:
+            raise QueueFull(
+                f"{waiting} runs are queued already (INLINE_MAX_QUEUED="
+                f"{self.engine.settings.max_queued}); retry later."
+            )
         stored_request = {"graph": self._with_resolved_seeds(graph_doc, planned), "target": target}
         run = LiveRun(
             new_run_id(),
@@ -271,10 +292,38 @@ class RunService:
             run.unsaved = row  # written once, settled, by _settle
             await self._execute(run)
             return run.id, run.status, True
-        self.store.add_run(row)
-        self._remember(run)
+        self._remember(run)  # first: a concurrent retry of its clientRunId finds it
+        try:
+            await self._stored(self.store.add_run, row)
+        except StorageFailing:
+            self.runs.pop(run.id, None)
+            if client_key is not None:
+                self._client_ids.pop(client_key, None)
+            raise
         self._enqueue(run)
         return run.id, run.status, True
+
+    async def _stored(self, write: Callable[..., Any], *args: Any) -> Any:
+        """A store call off the event loop; a failing store raises ``StorageFailing``."""
+        try:
+            result = await anyio.to_thread.run_sync(write, *args)
+        except STORAGE_ERRORS as exc:
+            self.storage_error = f"{type(exc).__name__}: {exc}"
+            log.error("the run store is failing: %s", self.storage_error)
+            raise StorageFailing(f"The run store is failing ({exc}); retry later.") from None
+        return result
+
+    async def storage_status(self) -> str | None:
+        """Why the store is failing, or None; a failing store is probed, so health recovers
+        by itself once the disk has space or the lock is released."""
+        if self.storage_error is not None:
+            try:
+                await anyio.to_thread.run_sync(self.store.probe)
+            except STORAGE_ERRORS:
+                pass
+            else:
+                self.storage_error = None
+        return self.storage_error
 
     def _remember(self, run: LiveRun) -> None:
         self.runs[run.id] = run
@@ -436,7 +485,7 @@ class RunService:
         failed: str | None = None
         try:
             if run.registry_version != self.engine.registry.version:
-                self._replan(run)  # nodes changed since submit: new versions, new cache keys
+                await self._replan(run)  # nodes changed since submit: new versions, new cache keys
             self.engine.restore_stored(run.plan, self.store)
             with anyio.CancelScope() as scope:
                 run.scope = scope
@@ -466,9 +515,9 @@ class RunService:
         finally:
             run.scope = None
 
-    def _replan(self, run: LiveRun) -> None:
+    async def _replan(self, run: LiveRun) -> None:
         old_key = run.target_key
-        run.use_plan(self.engine.prepare(run.request))
+        run.use_plan(await anyio.to_thread.run_sync(self.engine.prepare, run.request))
         run.registry_version = self.engine.registry.version
         if self._inflight_targets.get(old_key) is run:
             del self._inflight_targets[old_key]

@@ -1,0 +1,22 @@
+"""What keeps the host standing under hostile input and faults."""
+
+from ._cleanup import remove_dead_hosts_segments, remove_orphan_temps
+from ._http import HostPolicy, check_request, request_guard
+from ._limits import OutputTooLarge, check_outputs
+from ._operator import bearer_matches, guard_operator, operator_token
+from ._paths import InputPaths, PathRefused
+
+__all__ = (
+    "HostPolicy",
+    "InputPaths",
+    "OutputTooLarge",
+    "PathRefused",
+    "bearer_matches",
+    "check_outputs",
+    "check_request",
+    "guard_operator",
+    "operator_token",
+    "remove_dead_hosts_segments",
+    "remove_orphan_temps",
+    "request_guard",
+)
