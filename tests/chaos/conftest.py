@@ -73,9 +73,11 @@ class Host:
 
 @pytest.fixture(scope="session")
 def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Host]:
-    root = tmp_path_factory.mktemp("chaos")
+    # CHAOS_DATA_DIR keeps built pack venvs between local runs (CI starts fresh)
+    kept = os.environ.get("CHAOS_DATA_DIR")
+    root = Path(kept) if kept else tmp_path_factory.mktemp("chaos")
     inputs = root / "inputs"
-    inputs.mkdir()
+    inputs.mkdir(parents=True, exist_ok=True)
     h = Host(root / "data", inputs)
     yield h
     h.server.stop()
@@ -101,18 +103,20 @@ def one(node_type: str, params: dict[str, Any] | None = None, **extra: Any) -> d
 
 
 def follow(ws_url: str, run_id: str, until: set[str], timeout: float = 60) -> dict[str, Any]:
-    """The first event of ``run_id`` whose type is in ``until`` (or a terminal one)."""
+    """The first event of ``run_id`` whose type is in ``until`` (or a terminal one). A snapshot
+    counts as ``progress`` once a node reported some (the event itself may predate it)."""
     with connect(f"{ws_url}/v1/runs/{run_id}/events", open_timeout=30) as ws:
         while True:
             msg = json.loads(ws.recv(timeout=timeout))
             if msg["type"] in until or msg["type"] in ("run_done", "error", "cancelled"):
                 return msg
-            if msg["type"] == "snapshot" and msg["state"]["status"] in (
-                "done",
-                "error",
-                "cancelled",
-            ):
-                return msg
+            if msg["type"] == "snapshot":
+                state = msg["state"]
+                if state["status"] in ("done", "error", "cancelled"):
+                    return msg
+                started = any(n.get("fraction", 0) > 0 for n in state["nodes"].values())
+                if "progress" in until and started:
+                    return {**msg, "type": "progress"}
 
 
 def finish(client: httpx.Client, ws_url: str, doc: dict[str, Any]) -> dict[str, Any]:

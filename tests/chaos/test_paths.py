@@ -75,7 +75,7 @@ def test_every_hostile_path_is_a_prompt_422_and_health_stays_fast(host, client, 
         slow: list[float] = []
         done = threading.Event()
 
-        def probe() -> None:
+        def probe(done: threading.Event = done, slow: list[float] = slow) -> None:
             while not done.is_set():
                 slow.append(health_ms(host.url))
 
@@ -110,7 +110,7 @@ def test_a_good_path_runs_and_a_big_one_is_hashed_off_the_event_loop(host, clien
         spans: list[tuple[float, float]] = []
         done = threading.Event()
 
-        def probe() -> None:
+        def probe(done: threading.Event = done, spans: list[tuple[float, float]] = spans) -> None:
             while not done.is_set():
                 t0 = time.perf_counter()
                 health_ms(host.url)

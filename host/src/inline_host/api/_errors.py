@@ -109,6 +109,10 @@ def handle_http(_: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
     return _json(exc.status_code, {"detail": exc.detail})
 
 
+def handle_too_deep(_: Request[Any, Any, Any], exc: RecursionError) -> Response[Any]:
+    return _json(422, envelope("invalid_request", "The request body is nested too deeply."))
+
+
 def handle_unexpected(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     log.exception("unexpected error", exc_info=exc)
     return _json(
@@ -124,5 +128,6 @@ EXCEPTION_HANDLERS: dict[Any, Any] = {
     QueueFull: handle_queue_full,
     StorageFailing: handle_storage,
     HTTPException: handle_http,
+    RecursionError: handle_too_deep,
     Exception: handle_unexpected,
 }

@@ -2,11 +2,12 @@
 
 from ._cleanup import remove_dead_hosts_segments, remove_orphan_temps
 from ._http import HostPolicy, check_request, request_guard
-from ._limits import OutputTooLarge, check_outputs
+from ._limits import MAX_NESTING, OutputTooLarge, check_outputs, too_deep
 from ._operator import bearer_matches, guard_operator, operator_token
 from ._paths import InputPaths, PathRefused
 
 __all__ = (
+    "MAX_NESTING",
     "HostPolicy",
     "InputPaths",
     "OutputTooLarge",
@@ -19,4 +20,5 @@ __all__ = (
     "remove_dead_hosts_segments",
     "remove_orphan_temps",
     "request_guard",
+    "too_deep",
 )

@@ -38,3 +38,20 @@ def check_outputs(node_id: str, node_type: str, outputs: dict[str, object], cap:
         size = value_size(value)
         if size > cap:
             raise OutputTooLarge(node_id, node_type, port, size, cap)
+
+
+#: How deeply a run request may nest (params are shallow; 64 leaves room for any real one).
+MAX_NESTING = 64
+
+
+def too_deep(value: object, limit: int = MAX_NESTING) -> bool:
+    """Whether ``value`` nests lists/dicts deeper than ``limit`` (checked without recursion)."""
+    stack: list[tuple[object, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict | list):
+            if depth >= limit:
+                return True
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, depth + 1) for child in children)
+    return False

@@ -33,6 +33,7 @@ from inline_core import (
 from inline_sdk.protocol import Preview, Progress, Stream
 
 from .._errors import InlineHostError, NodeError
+from ..guard import MAX_NESTING, too_deep
 from ._engine import Engine
 from ._events import Subscriber
 from ._live import TERMINAL, LiveRun
@@ -245,6 +246,8 @@ class RunService:
         """
         if not isinstance(body, dict):
             raise RequestInvalid.of("The request body must be a JSON object.", "$")
+        if too_deep(body):
+            raise RequestInvalid.of(f"The request nests deeper than {MAX_NESTING} levels.", "$")
         # planning hashes the files params name: off the event loop (guard.InputPaths)
         planned = await anyio.to_thread.run_sync(self.engine.prepare, body)
         graph_doc, target = body["graph"], planned.target
