@@ -128,7 +128,7 @@ class RunsController(Controller):
 
     @delete("/{run_id:str}", status_code=200, summary="Cancel a run")
     async def cancel_run(self, service: RunService, run_id: str) -> Submitted:
-        status = service.cancel(run_id)
+        status = await service.cancel(run_id)
         if status is None:
             raise not_found(f"No run '{run_id}'.")
         return Submitted(run_id, status)

@@ -191,6 +191,8 @@ class RunService:
         self.on_settled: Callable[[LiveRun], None] | None = None
         #: Why the store is failing now (None while it works): health reports it.
         self.storage_error: str | None = None
+        #: Ends of runs the store refused, written once it works again.
+        self._unwritten: deque[tuple[str, str, dict[str, Any], StoredRun | None]] = deque()
 
     # lifecycle --------------------------------------------------------------------------------
     async def start(self, tg: anyio.abc.TaskGroup) -> int:
@@ -322,11 +324,22 @@ class RunService:
         if self.storage_error is not None:
             try:
                 await anyio.to_thread.run_sync(self.store.probe)
+                with anyio.CancelScope(shield=True):
+                    await self._flush_unwritten()
             except STORAGE_ERRORS:
                 pass
             else:
                 self.storage_error = None
         return self.storage_error
+
+    async def _flush_unwritten(self) -> None:
+        """Write the ends of runs the store refused earlier (oldest first)."""
+        while self._unwritten:
+            run_id, status, doc, new = self._unwritten[0]
+            await anyio.to_thread.run_sync(
+                lambda: self.store.settle(run_id, status, doc, new=new)  # noqa: B023
+            )
+            self._unwritten.popleft()
 
     def _remember(self, run: LiveRun) -> None:
         self.runs[run.id] = run
@@ -419,7 +432,7 @@ class RunService:
         """Store uploaded bytes as an input asset (content-addressed); its id."""
         return self.engine.blobs.put_bytes(data)
 
-    def cancel(self, run_id: str) -> str | None:
+    async def cancel(self, run_id: str) -> str | None:
         """Ask a run to stop (settles queued runs at once); the run's status after the request,
         or None for a run this process does not know."""
         run = self.runs.get(run_id)
@@ -429,15 +442,15 @@ class RunService:
         if run.finished:
             return run.status
         run.cancel_requested = True
-        with contextlib.suppress(*STORAGE_ERRORS):
-            self.store.mark_cancelled(run.id)  # a restart must not resume it
+        with contextlib.suppress(StorageFailing):
+            await self._stored(self.store.mark_cancelled, run.id)  # a restart must not resume it
         if run.status == "queued":
             with contextlib.suppress(ValueError):
                 self.queue.remove(run)
             for leader in self.runs.values():
                 if run in leader.followers:
                     leader.followers.remove(run)
-            self._settle(run, "cancelled")
+            await self._settle(run, "cancelled")
         elif run.scope is not None:
             run.scope.cancel()
         return "cancelled"
@@ -477,11 +490,11 @@ class RunService:
             log.exception("run %s: settling failed", run.id)
             if not run.finished:
                 run.error = RunError(None, f"{type(exc).__name__}: {exc}")
-                self._settle(run, "error")
+                await self._settle(run, "error")
 
     async def _attempt(self, run: LiveRun) -> None:
         if run.cancel_requested:
-            self._settle(run, "cancelled")
+            await self._settle(run, "cancelled")
             return
         run.status = "running"
         run.publish({"type": "run_started"})
@@ -497,24 +510,24 @@ class RunService:
                 )
             if scope.cancelled_caught:
                 run.close_nodes()
-                self._settle(run, "cancelled")
+                await self._settle(run, "cancelled")
             else:
                 run.close_nodes()
-                self._settle(run, "done")
+                await self._settle(run, "done")
         except DocumentInvalid as exc:
             run.error = RunError(exc.node_id, str(exc))
             run.close_nodes()
-            self._settle(run, "error")
+            await self._settle(run, "error")
         except (InlineCoreError, InlineHostError) as exc:
             node_id = exc.node_id if isinstance(exc, NodeFailed) else None
             failed = node_id if node_id in run.nodes else None
             run.error = RunError(node_id, _message(exc))
             run.close_nodes(failed)
-            self._settle(run, "error")
+            await self._settle(run, "error")
         except STORAGE_ERRORS as exc:
             run.error = RunError(None, f"Storage failed: {exc}")
             run.close_nodes()
-            self._settle(run, "error")
+            await self._settle(run, "error")
         finally:
             run.scope = None
 
@@ -526,18 +539,26 @@ class RunService:
             del self._inflight_targets[old_key]
             self._inflight_targets[run.target_key] = run
 
-    def _settle(self, run: LiveRun, status: str) -> None:
-        """End ``run`` as ``status``: durably when the store works, in memory always."""
+    async def _settle(self, run: LiveRun, status: str) -> None:
+        """End ``run`` as ``status``: durably when the store works, in memory always. An end
+        the store refused is written once the store works again (so a restart never resumes
+        a run that already ended)."""
         run.status = status
-        state = run.state()
+        new = run.unsaved
         try:
-            self.store.settle(run.id, status, msgspec.to_builtins(state), new=run.unsaved)
+            with anyio.CancelScope(shield=True):  # off the event loop, and never half-done
+                await self._flush_unwritten()
+                doc = msgspec.to_builtins(run.state())
+                await anyio.to_thread.run_sync(
+                    lambda: self.store.settle(run.id, status, doc, new=new)
+                )
         except STORAGE_ERRORS as exc:
             self.storage_error = f"{type(exc).__name__}: {exc}"
             log.error("run %s: cannot store its end (%s)", run.id, self.storage_error)
             if status != "error":
                 run.status = status = "error"
                 run.error = RunError(None, f"The run's result could not be stored: {exc}")
+            self._unwritten.append((run.id, status, msgspec.to_builtins(run.state()), new))
         else:
             self.storage_error = None
         run.unsaved = None
