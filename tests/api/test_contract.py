@@ -89,8 +89,11 @@ def test_1_routes_and_status_codes(client):
     assert client.get("/v1/nothing-here").json() == {"detail": "Not Found"}
     r = client.put("/v1/health")
     assert (r.status_code, r.json()) == (405, {"detail": "Method Not Allowed"})
-    r = client.post("/v1/runs", content=b"{not json")
+    r = client.post("/v1/runs", content=b"{not json", headers={"Content-Type": "application/json"})
     assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request"
+    # a body that does not say it is JSON is refused before it is read (issue 10)
+    r = client.post("/v1/runs", content=b"{not json")
+    assert r.status_code == 415 and r.json()["error"]["code"] == "unsupported_media_type"
     r = client.post("/v1/runs", json=[1, 2])
     assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request"
     r = client.post("/v1/runs", json={"graph": {"schemaVersion": 1, "nodes": []}})

@@ -31,9 +31,10 @@ ENV = {
 class Host:
     """The chaos host and how to restart it."""
 
-    def __init__(self, data: Path, inputs: Path) -> None:
+    def __init__(self, data: Path, inputs: Path, env: dict[str, str] | None = None) -> None:
         self.data, self.inputs = data, inputs
-        self.server: Server = start_server(data, inputs, ENV)
+        self.env = {**ENV, **(env or {})}
+        self.server: Server = start_server(data, inputs, self.env)
 
     @property
     def url(self) -> str:
@@ -65,7 +66,7 @@ class Host:
             self.server.stop()
 
     def start(self) -> None:
-        self.server = start_server(self.data, self.inputs, ENV, port=self.server.port)
+        self.server = start_server(self.data, self.inputs, self.env, port=self.server.port)
 
     def operator_token(self) -> str:
         return (self.data / "operator-token").read_text().strip()

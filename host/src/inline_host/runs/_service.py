@@ -13,7 +13,6 @@ import contextlib
 import hashlib
 import logging
 import secrets
-import sqlite3
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -33,7 +32,7 @@ from inline_core import (
 from inline_sdk.protocol import Preview, Progress, Stream
 
 from .._errors import InlineHostError, NodeError
-from ..guard import MAX_NESTING, too_deep
+from ..guard import MAX_NESTING, STORAGE_ERRORS, StorageFailing, StoreGate, too_deep
 from ._engine import Engine
 from ._events import Subscriber
 from ._live import TERMINAL, LiveRun
@@ -45,18 +44,10 @@ from ._views import NodeState, RunError, RunState, RunSummary, Take
 __all__ = ("TERMINAL", "Conflict", "LiveRun", "QueueFull", "RunService", "StorageFailing")
 
 log = logging.getLogger("inline.runs")
-#: What a failing store raises (a full disk, a locked or broken database).
-STORAGE_ERRORS = (sqlite3.Error, OSError)
 
 
 class Conflict(InlineHostError):
     """A ``clientRunId`` was reused with a different graph."""
-
-
-class StorageFailing(InlineHostError):
-    """The run store cannot take the run now (answered 503 with ``Retry-After``)."""
-
-    retry_after = 5
 
 
 class QueueFull(InlineHostError):
@@ -189,10 +180,7 @@ class RunService:
         self._max = max(1, max_concurrent if max_concurrent is not None else settings.max_runs)
         self._tg: anyio.abc.TaskGroup | None = None
         self.on_settled: Callable[[LiveRun], None] | None = None
-        #: Why the store is failing now (None while it works): health reports it.
-        self.storage_error: str | None = None
-        #: Ends of runs the store refused, written once it works again.
-        self._unwritten: deque[tuple[str, str, dict[str, Any], StoredRun | None]] = deque()
+        self.gate = StoreGate(store)
 
     # lifecycle --------------------------------------------------------------------------------
     async def start(self, tg: anyio.abc.TaskGroup) -> int:
@@ -257,7 +245,7 @@ class RunService:
         client = body.get("clientRunId")
         client_key = None if client is None else msgspec.json.encode(client).decode()
         if client_key is not None:
-            seen = self._client_ids.get(client_key) or await self._stored(
+            seen = self._client_ids.get(client_key) or await self.gate.call(
                 self.store.find_client_run, client_key
             )
             if seen is not None:
@@ -299,7 +287,7 @@ class RunService:
             return run.id, run.status, True
         self._remember(run)  # first: a concurrent retry of its clientRunId finds it
         try:
-            await self._stored(self.store.add_run, row)
+            await self.gate.call(self.store.add_run, row)
         except StorageFailing:
             self.runs.pop(run.id, None)
             if client_key is not None:
@@ -308,38 +296,14 @@ class RunService:
         self._enqueue(run)
         return run.id, run.status, True
 
-    async def _stored(self, write: Callable[..., Any], *args: Any) -> Any:
-        """A store call off the event loop; a failing store raises ``StorageFailing``."""
-        try:
-            result = await anyio.to_thread.run_sync(write, *args)
-        except STORAGE_ERRORS as exc:
-            self.storage_error = f"{type(exc).__name__}: {exc}"
-            log.error("the run store is failing: %s", self.storage_error)
-            raise StorageFailing(f"The run store is failing ({exc}); retry later.") from None
-        return result
+    @property
+    def storage_error(self) -> str | None:
+        """Why the store is failing now (None while it works): health reports it."""
+        return self.gate.error
 
     async def storage_status(self) -> str | None:
-        """Why the store is failing, or None; a failing store is probed, so health recovers
-        by itself once the disk has space or the lock is released."""
-        if self.storage_error is not None:
-            try:
-                await anyio.to_thread.run_sync(self.store.probe)
-                with anyio.CancelScope(shield=True):
-                    await self._flush_unwritten()
-            except STORAGE_ERRORS:
-                pass
-            else:
-                self.storage_error = None
-        return self.storage_error
-
-    async def _flush_unwritten(self) -> None:
-        """Write the ends of runs the store refused earlier (oldest first)."""
-        while self._unwritten:
-            run_id, status, doc, new = self._unwritten[0]
-            await anyio.to_thread.run_sync(
-                lambda: self.store.settle(run_id, status, doc, new=new)  # noqa: B023
-            )
-            self._unwritten.popleft()
+        """Why the store is failing, probing it again (health recovers by itself)."""
+        return await self.gate.status()
 
     def _remember(self, run: LiveRun) -> None:
         self.runs[run.id] = run
@@ -443,7 +407,7 @@ class RunService:
             return run.status
         run.cancel_requested = True
         with contextlib.suppress(StorageFailing):
-            await self._stored(self.store.mark_cancelled, run.id)  # a restart must not resume it
+            await self.gate.call(self.store.mark_cancelled, run.id)  # a restart must not resume it
         if run.status == "queued":
             with contextlib.suppress(ValueError):
                 self.queue.remove(run)
@@ -545,22 +509,13 @@ class RunService:
         a run that already ended)."""
         run.status = status
         new = run.unsaved
-        try:
-            with anyio.CancelScope(shield=True):  # off the event loop, and never half-done
-                await self._flush_unwritten()
-                doc = msgspec.to_builtins(run.state())
-                await anyio.to_thread.run_sync(
-                    lambda: self.store.settle(run.id, status, doc, new=new)
-                )
-        except STORAGE_ERRORS as exc:
-            self.storage_error = f"{type(exc).__name__}: {exc}"
-            log.error("run %s: cannot store its end (%s)", run.id, self.storage_error)
+        exc = await self.gate.settle(run.id, status, lambda: msgspec.to_builtins(run.state()), new)
+        if exc is not None:
+            log.error("run %s: cannot store its end (%s)", run.id, exc)
             if status != "error":
                 run.status = status = "error"
                 run.error = RunError(None, f"The run's result could not be stored: {exc}")
-            self._unwritten.append((run.id, status, msgspec.to_builtins(run.state()), new))
-        else:
-            self.storage_error = None
+            self.gate.keep(run.id, status, msgspec.to_builtins(run.state()), new)
         run.unsaved = None
         if status == "done":
             run.publish({"type": "run_done"})
