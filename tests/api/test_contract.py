@@ -92,8 +92,11 @@ def test_1_routes_and_status_codes(client):
     }
     r = client.put("/v1/health")
     assert r.status_code == 405 and r.json()["error"]["code"] == "method_not_allowed"
-    r = client.post("/v1/runs", content=b"{not json")
+    r = client.post("/v1/runs", content=b"{not json", headers={"Content-Type": "application/json"})
     assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request"
+    # a body that does not say it is JSON is refused before it is read (issue 10)
+    r = client.post("/v1/runs", content=b"{not json")
+    assert r.status_code == 415 and r.json()["error"]["code"] == "unsupported_media_type"
     r = client.post("/v1/runs", json=[1, 2])
     assert r.status_code == 422 and r.json()["error"]["code"] == "invalid_request"
     r = client.post("/v1/runs", json={"graph": {"schemaVersion": 1, "nodes": []}})

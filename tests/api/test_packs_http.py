@@ -15,7 +15,9 @@ def test_install_run_and_remove_a_pack_over_http(tmp_path):
     pack = scaffold_pack("webdemo", tmp_path / "src")
     server = start_server(data, inputs)
     try:
-        with server.client(timeout=600) as c:
+        # installing over HTTP needs the operator token, even on loopback
+        token = (data / "operator-token").read_text().strip()
+        with server.client(timeout=600, headers={"Authorization": f"Bearer {token}"}) as c:
             before = c.get("/v1/models").json()["registryVersion"]
             r = c.post("/v1/packs", json={"source": str(pack)})
             assert r.status_code == 201, r.text

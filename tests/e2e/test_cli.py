@@ -105,7 +105,8 @@ def test_bad_inputs_are_clear_errors_naming_them(cli_env, tmp_path):
         path = tmp_path / "in.json"
         path.write_text(json.dumps(request("i", n("i", "input/image", {"asset": ref}))))
         proc = inline(["run", str(path), "--out", str(tmp_path)], cli_env)
-        assert proc.returncode == 1, value
+        # a path outside the roots is refused before anything runs (issue 10): invalid, exit 2
+        assert proc.returncode == (2 if value == str(outside) else 1), value
         assert expected in proc.stderr, proc.stderr
     path.write_text(json.dumps(request("i", n("i", "input/image"))))
     proc = inline(["run", str(path)], cli_env)

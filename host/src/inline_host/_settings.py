@@ -79,6 +79,12 @@ class Settings:
     hosted_models: tuple[str, ...] = ()
     #: Show remote tracebacks for users' mistakes too (``INLINE_DEBUG=1``; ``inline --debug``).
     debug: bool = False
+    #: Extra names ``Host`` may carry (``INLINE_ALLOWED_HOSTS``, comma-separated; ``*``: any).
+    allowed_hosts: tuple[str, ...] = field(default=())
+    #: The largest output a node may return (``INLINE_MAX_OUTPUT_MB``).
+    max_output_bytes: int = 2048 << 20
+    #: Runs that may wait in the queue (``INLINE_MAX_QUEUED``); past it, submits get 429.
+    max_queued: int = 1000
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -124,6 +130,11 @@ class Settings:
             hf_ignore=_list(env, "INLINE_HF_IGNORE"),
             hosted_models=_list(env, "INLINE_HOSTED_MODELS"),
             debug=env.get("INLINE_DEBUG") == "1",
+            allowed_hosts=tuple(
+                h.strip() for h in env.get("INLINE_ALLOWED_HOSTS", "").split(",") if h.strip()
+            ),
+            max_output_bytes=int(_float(env, "INLINE_MAX_OUTPUT_MB", 2048, "MB") * 1024 * 1024),
+            max_queued=_int(env, "INLINE_MAX_QUEUED", 1000),
         )
 
     @property

@@ -78,7 +78,7 @@ class SystemService:
             }
             for pack, w in engine.supervisor.workers().items()
         }
-        storage = self._runs.storage_error
+        storage = await self._runs.storage_status()
         return Health(
             ok=storage is None,
             api_version="v1",

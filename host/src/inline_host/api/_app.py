@@ -19,6 +19,7 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 from .._settings import Settings
 from .._system import SystemService
 from ..comfyui._api import ComfyImportController
+from ..guard import HostPolicy, operator_token, request_guard
 from ..hub import DownloadsController, DownloadService, downloads_lifespan
 from ..models._service import ModelsService
 from ..packs._service import PackService
@@ -75,12 +76,15 @@ def token_middleware(token: str | None) -> Any:
             if token is None or scope["type"] not in ("http", "websocket"):
                 await app(scope, receive, send)
                 return
-            headers = {k.decode().lower(): v.decode() for k, v in scope.get("headers", [])}
+            headers = {
+                k.decode("latin-1").lower(): v.decode("latin-1")  # 0xff is a 401, not a 500
+                for k, v in scope.get("headers", [])
+            }
             given = headers.get("authorization", "").removeprefix("Bearer ").strip()
             if not given and scope["type"] == "websocket":
                 query = scope.get("query_string", b"").decode()
                 given = next((p[6:] for p in query.split("&") if p.startswith("token=")), "")
-            if hmac.compare_digest(given.encode(), token.encode()):
+            if hmac.compare_digest(given.encode("latin-1"), token.encode()):
                 await app(scope, receive, send)
                 return
             if scope["type"] == "websocket":
@@ -143,6 +147,7 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
             store = RunStore(settings.db_path)
             service = RunService(engine, store)
             app.state.settings = settings
+            app.state.operator_token = operator_token(settings.data_dir, settings.token)
             app.state.service = service
             app.state.models = ModelsService(engine, settings)
             app.state.system = SystemService(engine, service, settings)
@@ -190,7 +195,10 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
             "downloads": Provide(provide_downloads, sync_to_thread=False),
         },
         exception_handlers=EXCEPTION_HANDLERS,
-        middleware=[token_middleware(settings.token)],
+        middleware=[
+            request_guard(HostPolicy(settings.host, settings.allowed_hosts)),
+            token_middleware(settings.token),
+        ],
         openapi_config=openapi_config(),
         request_max_body_size=settings.max_upload_bytes,
         debug=False,

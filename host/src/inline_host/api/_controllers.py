@@ -160,7 +160,7 @@ class RunsController(Controller):
         responses=errors(404),
     )
     async def cancel_run(self, service: RunService, run_id: str) -> Submitted:
-        status = service.cancel(run_id)
+        status = await service.cancel(run_id)
         if status is None:
             raise not_found(f"No run '{run_id}'.")
         return Submitted(run_id, status)
@@ -254,7 +254,7 @@ def _guess(ext: str) -> str:
     return mimetypes.guess_type(f"x.{ext}")[0] or "application/octet-stream"
 
 
-RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+RANGE = re.compile(r"^bytes=(\d{0,19})-(\d{0,19})$")  # more digits: 416, not int() overflow
 
 
 def ranged_file(

@@ -23,7 +23,7 @@ from litestar.exceptions import (
 )
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
-from ..runs._service import Conflict
+from ..runs._service import Conflict, QueueFull, StorageFailing
 
 log = logging.getLogger("inline.api")
 
@@ -79,6 +79,24 @@ def handle_invalid(_: Request[Any, Any, Any], exc: DocumentInvalid) -> Response[
 
 def handle_conflict(_: Request[Any, Any, Any], exc: Conflict) -> Response[Any]:
     return _json(409, envelope("conflict", str(exc)))
+
+
+def handle_queue_full(_: Request[Any, Any, Any], exc: QueueFull) -> Response[Any]:
+    return Response(
+        content=envelope("queue_full", str(exc)),
+        status_code=429,
+        media_type=MediaType.JSON,
+        headers={"Retry-After": str(exc.retry_after)},
+    )
+
+
+def handle_storage(_: Request[Any, Any, Any], exc: StorageFailing) -> Response[Any]:
+    return Response(
+        content=envelope("storage_failing", str(exc)),
+        status_code=503,
+        media_type=MediaType.JSON,
+        headers={"Retry-After": str(exc.retry_after)},
+    )
 
 
 def handle_http(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
@@ -146,6 +164,10 @@ def _validation_message(request: Request[Any, Any, Any], exc: HTTPException) -> 
     return "The request body must be a JSON object."
 
 
+def handle_too_deep(_: Request[Any, Any, Any], exc: RecursionError) -> Response[Any]:
+    return _json(422, envelope("invalid_request", "The request body is nested too deeply."))
+
+
 def handle_unexpected(_: Request[Any, Any, Any], exc: Exception) -> Response[Any]:
     log.exception("unexpected error", exc_info=exc)
     return _json(
@@ -158,6 +180,9 @@ EXCEPTION_HANDLERS: dict[Any, Any] = {
     ApiError: handle_api_error,
     DocumentInvalid: handle_invalid,
     Conflict: handle_conflict,
+    QueueFull: handle_queue_full,
+    StorageFailing: handle_storage,
     HTTPException: handle_http,
+    RecursionError: handle_too_deep,
     Exception: handle_unexpected,
 }

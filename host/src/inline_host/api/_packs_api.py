@@ -12,6 +12,7 @@ from litestar import Controller, Request, Response, delete, get, post
 from litestar.connection import ASGIConnection
 from litestar.handlers import BaseRouteHandler
 
+from ..guard import guard_operator
 from ..packs._service import PackService
 from ._errors import ApiError, handle_api_error
 from ._openapi import errors
@@ -80,7 +81,7 @@ def _error(exc: RegistryError) -> ApiError:
 
 class PacksController(Controller):
     path = "/v1/packs"
-    guards: ClassVar = [guard_packs]
+    guards: ClassVar = [guard_packs, guard_operator]
     exception_handlers: ClassVar = {RegistryError: handle_registry_error}
 
     @get(summary="Installed packs: name, version, SDK, node ids, venv size, state")

@@ -88,7 +88,9 @@ class BlobStore:
         try:
             with os.fdopen(fd, "wb") as out:
                 for chunk in chunks:
-                    out.write(chunk)
+                    view = memoryview(chunk).cast("B")
+                    for start in range(0, len(view), CHUNK * 16):  # streamed, never copied
+                        out.write(view[start : start + CHUNK * 16])
                 out.flush()
                 os.fsync(out.fileno())
             os.replace(tmp, target)

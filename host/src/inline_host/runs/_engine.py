@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from inline_sdk.protocol import HandleValue, InlineBytes, JsonValue, MediaValue,
 
 from .._errors import InlineHostError
 from .._settings import Settings
+from ..guard import InputPaths, PathRefused, remove_dead_hosts_segments, remove_orphan_temps
 from ..models._catalogs import ModelCatalogs, serve_descriptor
 from ..workers._supervisor import HostValue, Supervisor
 from ._blobs import BlobStore
@@ -101,7 +101,9 @@ class Engine:
         self.executor = PackExecutor(supervisor)
         self.catalogs = ModelCatalogs(settings.models_roots)
         self.bulk = supervisor.bulk
-        self._file_hashes: dict[tuple[str, int, int], str] = {}
+        self.inputs = InputPaths(settings.input_roots, settings.cwd, settings.max_upload_bytes)
+        #: LoRA files a node picks enter its cache key by content (any size: they are models).
+        self.model_files = InputPaths(settings.models_roots, settings.cwd, 1 << 44)
         self._seen_lock = self._lock_stamp()
 
     @classmethod
@@ -114,6 +116,8 @@ class Engine:
         for d in (settings.data_dir, settings.models_dir, settings.blobs_dir):
             d.mkdir(parents=True, exist_ok=True)
         ModelCatalogs(settings.models_roots).ensure_folders()
+        remove_dead_hosts_segments()  # a host that was kill -9'd left its shared memory
+        remove_orphan_temps(settings.blobs_dir, settings.data_dir / "takes")
         registry = await anyio.to_thread.run_sync(
             lambda: load_registry(settings.packs_dir, settings.extra_packs, say=say)
         )
@@ -282,30 +286,16 @@ class Engine:
         return self.bulk.read(v)
 
     def _fingerprint(self, node: GraphNode) -> str | None:
-        """Content hashes of files a node's params name by path (so edits invalidate caches)."""
-        parts: list[str] = []
-        for value in node.params.values():
-            if isinstance(value, dict) and value.get("ref") == "path":
-                path = value.get("path")
-                if isinstance(path, str):
-                    parts.append(self._hash_file(path))
-        parts += [self._hash_file(p) for p in lora_files(self.registry, node, self.settings)]
-        return "|".join(parts) or None
-
-    def _hash_file(self, path: str) -> str:
-        try:
-            st = os.stat(path)
-        except OSError:
-            return f"missing:{path}"
-        memo = (os.path.realpath(path), st.st_mtime_ns, st.st_size)
-        cached = self._file_hashes.get(memo)
-        if cached is None:
-            h = hashlib.sha256()
-            with open(path, "rb") as fh:
-                while chunk := fh.read(1 << 20):
-                    h.update(chunk)
-            cached = self._file_hashes[memo] = h.hexdigest()
-        return cached
+        """Content hashes of files a node's params name by path (so edits invalidate caches);
+        roots, file type and size are checked before any read (``guard.InputPaths``), and the
+        LoRA files it picks from the models dir."""
+        parts = [self.inputs.fingerprint(node) or ""]
+        for path in lora_files(self.registry, node, self.settings):
+            try:
+                parts.append(self.model_files.hash_file(path))
+            except PathRefused:
+                parts.append(f"missing:{path}")
+        return "|".join(p for p in parts if p) or None
 
 
 def _portable_after_death(value: HostValue) -> bool:

@@ -92,7 +92,7 @@ class TakingExecutor:
         )
         ports = take_ports(node, outputs, is_target=node.id == run.target)
         if ports:
-            read = service.engine.bulk.read
+            read = service.engine.bulk.buffer  # large takes go to disk from shared memory
             values = {port: take_bytes(outputs[port].value, read) for port in ports}
             graph = run.request.get("graph")
             await anyio.to_thread.run_sync(

@@ -13,7 +13,6 @@ import contextlib
 import hashlib
 import logging
 import secrets
-import sqlite3
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
@@ -31,6 +30,7 @@ from inline_core import (
 )
 
 from .._errors import InlineHostError, NodeError
+from ..guard import MAX_NESTING, STORAGE_ERRORS, StorageFailing, StoreGate, too_deep
 from ._engine import Engine
 from ._events import Subscriber
 from ._execution import RunListener, TakingExecutor, take_view
@@ -39,15 +39,19 @@ from ._store import RunStore, StoredRun, TakeRecord, now_ms
 from ._takes import TakeRecorder, TakeWriter
 from ._views import NodeState, RunError, RunState, RunSummary, Take
 
-__all__ = ("TERMINAL", "Conflict", "LiveRun", "RunService")
+__all__ = ("TERMINAL", "Conflict", "LiveRun", "QueueFull", "RunService", "StorageFailing")
 
 log = logging.getLogger("inline.runs")
-#: What a failing store raises (a full disk, a locked or broken database).
-STORAGE_ERRORS = (sqlite3.Error, OSError)
 
 
 class Conflict(InlineHostError):
     """A ``clientRunId`` was reused with a different graph."""
+
+
+class QueueFull(InlineHostError):
+    """``INLINE_MAX_QUEUED`` runs are waiting already (answered 429 with ``Retry-After``)."""
+
+    retry_after = 5
 
 
 def new_run_id() -> str:
@@ -95,8 +99,7 @@ class RunService:
         self._max = max(1, max_concurrent if max_concurrent is not None else settings.max_runs)
         self._tg: anyio.abc.TaskGroup | None = None
         self.on_settled: Callable[[LiveRun], None] | None = None
-        #: Why the store is failing now (None while it works): health reports it.
-        self.storage_error: str | None = None
+        self.gate = StoreGate(store)
 
     # lifecycle --------------------------------------------------------------------------------
     async def start(self, tg: anyio.abc.TaskGroup) -> int:
@@ -152,19 +155,30 @@ class RunService:
         """
         if not isinstance(body, dict):
             raise RequestInvalid.of("The request body must be a JSON object.", "$")
-        planned = self.engine.prepare(body)
+        if too_deep(body):
+            raise RequestInvalid.of(f"The request nests deeper than {MAX_NESTING} levels.", "$")
+        # planning hashes the files params name: off the event loop (guard.InputPaths)
+        planned = await anyio.to_thread.run_sync(self.engine.prepare, body)
         graph_doc, target = body["graph"], planned.target
         req_hash = request_hash(graph_doc, target)
         client = body.get("clientRunId")
         client_key = None if client is None else msgspec.json.encode(client).decode()
         if client_key is not None:
-            seen = self._client_ids.get(client_key) or self.store.find_client_run(client_key)
+            seen = self._client_ids.get(client_key) or await self.gate.call(
+                self.store.find_client_run, client_key
+            )
             if seen is not None:
                 existing_id, existing_hash = seen
                 if existing_hash == req_hash:
                     state = self.state(existing_id)
                     return existing_id, state.status if state else "queued", False
                 raise Conflict(f"clientRunId {client!r} was reused with a different graph.")
+        waiting = len(self.queue) + sum(len(r.followers) for r in self.runs.values())
+        if waiting >= self.engine.settings.max_queued:
+            raise QueueFull(
+                f"{waiting} runs are queued already (INLINE_MAX_QUEUED="
+                f"{self.engine.settings.max_queued}); retry later."
+            )
         stored_request = {"graph": self._with_resolved_seeds(graph_doc, planned), "target": target}
         run = LiveRun(
             new_run_id(),
@@ -190,10 +204,25 @@ class RunService:
             run.unsaved = row  # written once, settled, by _settle
             await self._execute(run)
             return run.id, run.status, True
-        self.store.add_run(row)
-        self._remember(run)
+        self._remember(run)  # first: a concurrent retry of its clientRunId finds it
+        try:
+            await self.gate.call(self.store.add_run, row)
+        except StorageFailing:
+            self.runs.pop(run.id, None)
+            if client_key is not None:
+                self._client_ids.pop(client_key, None)
+            raise
         self._enqueue(run)
         return run.id, run.status, True
+
+    @property
+    def storage_error(self) -> str | None:
+        """Why the store is failing now (None while it works): health reports it."""
+        return self.gate.error
+
+    async def storage_status(self) -> str | None:
+        """Why the store is failing, probing it again (health recovers by itself)."""
+        return await self.gate.status()
 
     def _remember(self, run: LiveRun) -> None:
         self.runs[run.id] = run
@@ -286,7 +315,7 @@ class RunService:
         """Store uploaded bytes as an input asset (content-addressed); its id."""
         return self.engine.blobs.put_bytes(data)
 
-    def cancel(self, run_id: str) -> str | None:
+    async def cancel(self, run_id: str) -> str | None:
         """Ask a run to stop (settles queued runs at once); the run's status after the request,
         or None for a run this process does not know."""
         run = self.runs.get(run_id)
@@ -296,15 +325,15 @@ class RunService:
         if run.finished:
             return run.status
         run.cancel_requested = True
-        with contextlib.suppress(*STORAGE_ERRORS):
-            self.store.mark_cancelled(run.id)  # a restart must not resume it
+        with contextlib.suppress(StorageFailing):
+            await self.gate.call(self.store.mark_cancelled, run.id)  # a restart must not resume it
         if run.status == "queued":
             with contextlib.suppress(ValueError):
                 self.queue.remove(run)
             for leader in self.runs.values():
                 if run in leader.followers:
                     leader.followers.remove(run)
-            self._settle(run, "cancelled")
+            await self._settle(run, "cancelled")
         elif run.scope is not None:
             run.scope.cancel()
         return "cancelled"
@@ -347,18 +376,18 @@ class RunService:
             log.exception("run %s: settling failed", run.id)
             if not run.finished:
                 run.error = RunError(None, f"{type(exc).__name__}: {exc}")
-                self._settle(run, "error")
+                await self._settle(run, "error")
 
     async def _attempt(self, run: LiveRun) -> None:
         if run.cancel_requested:
-            self._settle(run, "cancelled")
+            await self._settle(run, "cancelled")
             return
         run.status = "running"
         run.publish({"type": "run_started"})
         failed: str | None = None
         try:
             if run.registry_version != self.engine.registry.version:
-                self._replan(run)  # nodes changed since submit: new versions, new cache keys
+                await self._replan(run)  # nodes changed since submit: new versions, new cache keys
             self.engine.restore_stored(run.plan, self.store)
             with anyio.CancelScope() as scope:
                 run.scope = scope
@@ -367,49 +396,48 @@ class RunService:
                 )
             if scope.cancelled_caught:
                 run.close_nodes()
-                self._settle(run, "cancelled")
+                await self._settle(run, "cancelled")
             else:
                 run.close_nodes()
-                self._settle(run, "done")
+                await self._settle(run, "done")
         except DocumentInvalid as exc:
             run.error = RunError(exc.node_id, str(exc))
             run.close_nodes()
-            self._settle(run, "error")
+            await self._settle(run, "error")
         except (InlineCoreError, InlineHostError) as exc:
             node_id = exc.node_id if isinstance(exc, NodeFailed) else None
             failed = node_id if node_id in run.nodes else None
             run.error = RunError(node_id, _message(exc))
             run.close_nodes(failed)
-            self._settle(run, "error")
+            await self._settle(run, "error")
         except STORAGE_ERRORS as exc:
             run.error = RunError(None, f"Storage failed: {exc}")
             run.close_nodes()
-            self._settle(run, "error")
+            await self._settle(run, "error")
         finally:
             run.scope = None
 
-    def _replan(self, run: LiveRun) -> None:
+    async def _replan(self, run: LiveRun) -> None:
         old_key = run.target_key
-        run.use_plan(self.engine.prepare(run.request))
+        run.use_plan(await anyio.to_thread.run_sync(self.engine.prepare, run.request))
         run.registry_version = self.engine.registry.version
         if self._inflight_targets.get(old_key) is run:
             del self._inflight_targets[old_key]
             self._inflight_targets[run.target_key] = run
 
-    def _settle(self, run: LiveRun, status: str) -> None:
-        """End ``run`` as ``status``: durably when the store works, in memory always."""
+    async def _settle(self, run: LiveRun, status: str) -> None:
+        """End ``run`` as ``status``: durably when the store works, in memory always. An end
+        the store refused is written once the store works again (so a restart never resumes
+        a run that already ended)."""
         run.status = status
-        state = run.state()
-        try:
-            self.store.settle(run.id, status, msgspec.to_builtins(state), new=run.unsaved)
-        except STORAGE_ERRORS as exc:
-            self.storage_error = f"{type(exc).__name__}: {exc}"
-            log.error("run %s: cannot store its end (%s)", run.id, self.storage_error)
+        new = run.unsaved
+        exc = await self.gate.settle(run.id, status, lambda: msgspec.to_builtins(run.state()), new)
+        if exc is not None:
+            log.error("run %s: cannot store its end (%s)", run.id, exc)
             if status != "error":
                 run.status = status = "error"
                 run.error = RunError(None, f"The run's result could not be stored: {exc}")
-        else:
-            self.storage_error = None
+            self.gate.keep(run.id, status, msgspec.to_builtins(run.state()), new)
         run.unsaved = None
         if status == "done":
             run.publish({"type": "run_done"})

@@ -175,6 +175,20 @@ class RunStore:
                 (status, self._enc.encode(state), now_ms(), run_id),
             )
 
+    def probe(self, wait_s: float = 0.2) -> None:
+        """Raise unless a write transaction can start now (health's check of a failing store)."""
+        if not self._lock.acquire(timeout=wait_s):
+            raise sqlite3.OperationalError("the run store is busy")
+        try:
+            self._db.execute(f"PRAGMA busy_timeout={int(wait_s * 1000)}")
+            try:
+                self._db.execute("BEGIN IMMEDIATE")
+                self._db.execute("ROLLBACK")
+            finally:
+                self._db.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+        finally:
+            self._lock.release()
+
     def mark_cancelled(self, run_id: str) -> None:
         """Record an accepted cancel at once, so that a restart does not resume the run."""
         with self._tx() as db:

@@ -62,14 +62,14 @@ class TakeWriter:
         port: str,
         kind: str,
         ext: str,
-        data: bytes,
+        data: bytes | memoryview,
         params: dict[str, Any],
         graph: dict[str, Any] | None,
     ) -> TakeRecord:
         """Store one output's bytes as a take."""
         if ext == "png":
             recipe = {"node": node_id, "type": node_type, "params": params, "graph": graph}
-            data = png_with_text(data, "inline", json.dumps(recipe, separators=(",", ":")))
+            data = png_with_text(bytes(data), "inline", json.dumps(recipe, separators=(",", ":")))
         bid = self.blobs.put_bytes(data)
         take_id = new_take_id()
         path = self.takes_dir / f"{take_id}.{ext}"
@@ -136,7 +136,7 @@ class TakeRecorder:
         self,
         run_id: str,
         node: PlannedNode,
-        values: dict[str, tuple[str, str, bytes]],
+        values: dict[str, tuple[str, str, bytes | memoryview]],
         graph: dict[str, Any] | None,
     ) -> list[TakeRecord]:
         """Store ``values`` (port -> kind, ext, bytes) as takes of ``run_id`` (blocking I/O)."""
@@ -167,7 +167,7 @@ class TakeRecorder:
         return records
 
 
-def take_bytes(value: Any, read: Any) -> tuple[str, str, bytes]:
+def take_bytes(value: Any, read: Any) -> tuple[str, str, bytes | memoryview]:
     """(kind, ext, bytes) of an output value; ``read`` copies media bytes out."""
     if isinstance(value, TextValue):
         return "text", "txt", value.text.encode("utf-8")

@@ -44,6 +44,13 @@ class HostBulk:
             raise InlineHostError("chunked bytes were not collected before use")
         return bytes(self._reader.view(data))
 
+    def buffer(self, value: MediaValue) -> bytes | memoryview:
+        """The bytes of a media value without copying them out of shared memory."""
+        data = value.data
+        if isinstance(data, ShmRef):
+            return self._reader.view(data)
+        return self.read(value)
+
     def view(self, ref: ShmRef) -> memoryview:
         """A view of a shared-memory range (no copy)."""
         return self._reader.view(ref)

@@ -62,6 +62,7 @@ from inline_sdk.protocol import (
 from .._errors import CallCancelled as CallCancelledError
 from .._errors import CallTimedOut, NodeError, PackCrashed, PackStartFailed, describe_exit
 from .._settings import Settings
+from ..guard import OutputTooLarge, check_outputs
 from ..hub import secrets_for_call
 from ._broker import Broker
 from ._bulk import HostBulk
@@ -149,6 +150,7 @@ class WorkerProcess:
         self._stderr_done = anyio.Event()
         self._incoming: dict[int, bytearray] = {}
         self._blobs: dict[int, bytes] = {}
+        self._oversize: set[int] = set()  # chunked blobs dropped for passing the output cap
 
     # life cycle ----------------------------------------------------------------------------
     async def start(self, python: str, tg: anyio.abc.TaskGroup) -> Welcome:
@@ -281,7 +283,13 @@ class WorkerProcess:
 
     def _dispatch(self, msg: Any) -> None:
         if isinstance(msg, BulkChunk):
+            if msg.blob in self._oversize:
+                return
             buf = self._incoming.setdefault(msg.blob, bytearray())
+            if len(buf) + len(msg.data) > self.settings.max_output_bytes:
+                self._incoming.pop(msg.blob, None)  # never hold more than the cap
+                self._oversize.add(msg.blob)
+                return
             buf += msg.data
             if msg.last:
                 self._blobs[msg.blob] = bytes(self._incoming.pop(msg.blob))
@@ -311,6 +319,7 @@ class WorkerProcess:
             self.broker.detach(self.shm_prefix)
         if self._worker is not None:
             self.returncode = await self._worker.wait()
+            self._worker.kill()  # its process group: children it left behind go with it
         # let the stderr reader drain what the process printed last
         with anyio.move_on_after(2):
             await self._stderr_done.wait()
@@ -331,6 +340,7 @@ class WorkerProcess:
         unlink_segments(self.shm_prefix + "-")
         self._incoming.clear()
         self._blobs.clear()
+        self._oversize.clear()
         self._exited.set()
         self._on_exit(self)
 
@@ -461,6 +471,15 @@ class WorkerProcess:
                     if on_event is not None:
                         on_event(msg)
                 case Done(outputs=outputs):
+                    try:
+                        check_outputs(node_id, node_type, outputs, self.settings.max_output_bytes)
+                    except OutputTooLarge:
+                        for v in outputs.values():
+                            if isinstance(v, MediaValue) and isinstance(v.data, ChunkedRef):
+                                self._oversize.discard(v.data.blob)
+                                self._blobs.pop(v.data.blob, None)
+                        await self.release(owned_handles(outputs.values()))
+                        raise
                     return {k: self._from_wire(v) for k, v in outputs.items()}
                 case Failed(error=error):
                     raise NodeError(self.pack, node_type, node_id, error)

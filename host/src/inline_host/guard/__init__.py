@@ -1,0 +1,28 @@
+"""What keeps the host standing under hostile input and faults."""
+
+from ._cleanup import remove_dead_hosts_segments, remove_orphan_temps
+from ._http import HostPolicy, check_request, request_guard
+from ._limits import MAX_NESTING, OutputTooLarge, check_outputs, too_deep
+from ._operator import bearer_matches, guard_operator, operator_token
+from ._paths import InputPaths, PathRefused
+from ._storage import STORAGE_ERRORS, StorageFailing, StoreGate
+
+__all__ = (
+    "MAX_NESTING",
+    "STORAGE_ERRORS",
+    "HostPolicy",
+    "InputPaths",
+    "OutputTooLarge",
+    "PathRefused",
+    "StorageFailing",
+    "StoreGate",
+    "bearer_matches",
+    "check_outputs",
+    "check_request",
+    "guard_operator",
+    "operator_token",
+    "remove_dead_hosts_segments",
+    "remove_orphan_temps",
+    "request_guard",
+    "too_deep",
+)

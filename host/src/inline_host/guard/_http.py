@@ -1,0 +1,170 @@
+"""Requests a browser page on another site could forge, refused before any route runs.
+
+* ``Host`` must name this server: a loopback name, the listen address, or one of
+  ``INLINE_ALLOWED_HOSTS`` (``*`` allows any). This defeats DNS rebinding.
+* An ``Origin`` other than this server's own is refused with 403 (cross-site requests and
+  cross-site websockets).
+* A state-changing request with a body must say what it carries: JSON everywhere, raw media on
+  ``/v1/assets`` (never the form or text types a page can send without a preflight).
+* Header bytes outside ASCII in the headers checked here answer 400, not 500.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+from litestar.types import ASGIApp, Receive, Scope, Send
+
+#: Content types a cross-site page may send without a CORS preflight.
+SIMPLE_TYPES = ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data")
+STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+RAW_UPLOADS = ("/v1/assets",)
+CHECKED = (b"host", b"origin", b"content-type", b"authorization")
+
+
+def split_host(authority: str) -> str:
+    """The host part of ``host[:port]`` / ``[v6]:port``, lowercased."""
+    authority = authority.strip().lower()
+    if authority.startswith("["):
+        return authority[1 : authority.find("]")] if "]" in authority else authority
+    if authority.count(":") == 1:
+        return authority.rsplit(":", 1)[0]
+    return authority
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _unspecified(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_unspecified
+    except ValueError:
+        return False
+
+
+class HostPolicy:
+    """Which ``Host`` names this server answers to."""
+
+    def __init__(self, listen: str, allowed: Iterable[str] = ()) -> None:
+        names = {a.strip().lower() for a in allowed if a.strip()}
+        self.any = "*" in names
+        if listen and not _unspecified(listen):
+            names.add(split_host(listen) if not listen.startswith("[") else listen.strip("[]"))
+        self.names = frozenset(names)
+
+    def allows(self, host: str) -> bool:
+        return self.any or _is_loopback(host) or host in self.names
+
+
+Refusal = tuple[int, list[tuple[bytes, bytes]], bytes]
+
+
+def _refuse(status: int, code: str, message: str) -> Refusal:
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    return status, headers, body
+
+
+def _json_type(ctype: str) -> bool:
+    main = ctype.split(";", 1)[0].strip().lower()
+    return main == "application/json" or (
+        main.startswith("application/") and main.endswith("+json")
+    )
+
+
+def check_request(scope: Scope, policy: HostPolicy) -> Refusal | None:
+    """Why this request is refused (status, headers, body), or None to let it through."""
+    headers: dict[bytes, bytes] = {}
+    for k, v in scope.get("headers", []):
+        key = k.lower()
+        if key in CHECKED:
+            headers[key] = v
+    decoded: dict[bytes, str] = {}
+    for key, value in headers.items():
+        try:
+            decoded[key] = value.decode("ascii")
+        except UnicodeDecodeError:
+            name = key.decode()
+            return _refuse(400, "bad_request", f"The {name} header must be ASCII.")
+    host_header = decoded.get(b"host")
+    if host_header is not None:
+        host = split_host(host_header)
+        if not policy.allows(host):
+            return _refuse(
+                403,
+                "forbidden",
+                f"Host '{host}' does not name this server; add it to INLINE_ALLOWED_HOSTS.",
+            )
+    origin = decoded.get(b"origin")
+    if origin is not None and not _same_origin(origin, host_header):
+        return _refuse(403, "forbidden", f"Cross-origin requests are refused (Origin {origin}).")
+    if scope["type"] == "http" and scope.get("method") in STATE_CHANGING and _has_body(scope):
+        ctype = decoded.get(b"content-type", "")
+        main = ctype.split(";", 1)[0].strip().lower()
+        path: str = scope.get("path", "")
+        if path.rstrip("/") in RAW_UPLOADS:
+            if main in SIMPLE_TYPES:
+                return _refuse(
+                    415, "unsupported_media_type", f"Upload raw media bytes, not {main}."
+                )
+        elif not _json_type(ctype):
+            got = main or "no Content-Type"
+            return _refuse(
+                415,
+                "unsupported_media_type",
+                f"This route takes JSON (Content-Type: application/json), not {got}.",
+            )
+    return None
+
+
+def _same_origin(origin: str, host_header: str | None) -> bool:
+    if host_header is None:
+        return False
+    parts = urlsplit(origin.strip())
+    if parts.scheme not in ("http", "https", "ws", "wss") or not parts.netloc:
+        return False
+    return parts.netloc.lower() == host_header.strip().lower()
+
+
+def _has_body(scope: Scope) -> bool:
+    for k, v in scope.get("headers", []):
+        key = k.lower()
+        if key == b"transfer-encoding":
+            return True
+        if key == b"content-length":
+            return v.strip() not in (b"0", b"")
+    return False
+
+
+def request_guard(policy: HostPolicy) -> Any:
+    """The ASGI middleware applying ``check_request`` to every HTTP and websocket request."""
+
+    def factory(app: ASGIApp) -> ASGIApp:
+        async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
+            if scope["type"] not in ("http", "websocket"):
+                await app(scope, receive, send)
+                return
+            refused = check_request(scope, policy)
+            if refused is None:
+                await app(scope, receive, send)
+                return
+            status, headers, body = refused
+            if scope["type"] == "websocket":
+                await send({"type": "websocket.close", "code": 4403})
+                return
+            await send({"type": "http.response.start", "status": status, "headers": headers})
+            await send({"type": "http.response.body", "body": body})
+
+        return middleware
+
+    return factory

@@ -1,0 +1,66 @@
+"""The operator token: what installing packs or granting consents over HTTP requires.
+
+With ``INLINE_TOKEN`` set it is that token. Without one, the host keeps a random token in
+``<data dir>/operator-token`` (mode 0600, created once): a local tool that may administer
+this host reads it from there; a web page, even one on this machine, cannot.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import os
+import secrets
+from pathlib import Path
+from typing import Any
+
+from litestar.connection import ASGIConnection
+from litestar.exceptions import NotAuthorizedException
+from litestar.handlers import BaseRouteHandler
+
+FILE_NAME = "operator-token"
+
+
+def operator_token(data_dir: Path, configured: str | None) -> str:
+    """The token pack routes that change state require."""
+    if configured:
+        return configured
+    path = data_dir / FILE_NAME
+    with contextlib.suppress(OSError):
+        existing = path.read_text().strip()
+        if existing:
+            return existing
+    data_dir.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_urlsafe(32)
+    tmp = data_dir / f".{FILE_NAME}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(token + "\n")
+    try:
+        os.link(tmp, path)  # never replace a token another start wrote first
+    except FileExistsError:
+        token = path.read_text().strip()
+    finally:
+        os.unlink(tmp)
+    return token
+
+
+def bearer_matches(authorization: str | None, token: str) -> bool:
+    """Whether an ``Authorization`` header carries ``token`` as a bearer token."""
+    if not authorization:
+        return False
+    given = authorization.removeprefix("Bearer ").strip()
+    return hmac.compare_digest(given.encode("latin-1", "replace"), token.encode())
+
+
+def guard_operator(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
+    """A Litestar guard: state-changing requests need the operator token, even on loopback."""
+    if connection.scope.get("method", "GET") not in ("POST", "PUT", "PATCH", "DELETE"):
+        return
+    token: str = connection.app.state.operator_token
+    if not bearer_matches(connection.headers.get("authorization"), token):
+        raise NotAuthorizedException(
+            "Installing, changing or removing packs and granting consents over HTTP needs the "
+            "operator token: send 'Authorization: Bearer <token>' with INLINE_TOKEN, or with "
+            "the token in <data dir>/operator-token."
+        )

@@ -1,0 +1,96 @@
+"""The run store behind a gate: every call off the event loop, failures kept and reported.
+
+A write that fails (a full disk, a database locked by another process) never escapes as a
+crash: submits get ``StorageFailing`` (503), a run's end that could not be written is kept and
+written once the store works again, and ``status()`` probes a failing store so that
+``/v1/health`` recovers by itself.
+"""
+
+from __future__ import annotations
+
+import logging
+import sqlite3
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+
+from .._errors import InlineHostError
+from ..runs._store import RunStore, StoredRun
+
+log = logging.getLogger("inline.runs")
+#: What a failing store raises (a full disk, a locked or broken database).
+STORAGE_ERRORS = (sqlite3.Error, OSError)
+
+
+class StorageFailing(InlineHostError):
+    """The run store cannot take the request now (answered 503 with ``Retry-After``)."""
+
+    retry_after = 5
+
+
+class StoreGate:
+    """Calls into a ``RunStore`` from async code, remembering why it fails."""
+
+    def __init__(self, store: RunStore) -> None:
+        self.store = store
+        #: Why the store is failing now (None while it works).
+        self.error: str | None = None
+        self._unwritten: deque[tuple[str, str, dict[str, Any], StoredRun | None]] = deque()
+
+    def failed(self, exc: BaseException) -> None:
+        self.error = f"{type(exc).__name__}: {exc}"
+        log.error("the run store is failing: %s", self.error)
+
+    async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` in a worker thread; a failing store raises ``StorageFailing``."""
+        try:
+            return await anyio.to_thread.run_sync(fn, *args)
+        except STORAGE_ERRORS as exc:
+            self.failed(exc)
+            raise StorageFailing(f"The run store is failing ({exc}); retry later.") from None
+
+    async def settle(
+        self, run_id: str, status: str, doc: Callable[[], dict[str, Any]], new: StoredRun | None
+    ) -> BaseException | None:
+        """Write a run's end (after any kept earlier); the store's error, or None. A refused
+        end is kept (with ``doc()`` taken again, the caller may have changed the run)."""
+        try:
+            with anyio.CancelScope(shield=True):  # never half-done, even at shutdown
+                await self._flush()
+                state = doc()
+                await anyio.to_thread.run_sync(
+                    lambda: self.store.settle(run_id, status, state, new=new)
+                )
+        except STORAGE_ERRORS as exc:
+            self.failed(exc)
+            return exc
+        self.error = None
+        return None
+
+    def keep(self, run_id: str, status: str, doc: dict[str, Any], new: StoredRun | None) -> None:
+        """Keep a run's end to write once the store works again."""
+        self._unwritten.append((run_id, status, doc, new))
+
+    async def status(self) -> str | None:
+        """Why the store is failing, or None; a failing store is probed (and what it refused
+        is written) so that health recovers by itself."""
+        if self.error is not None:
+            try:
+                await anyio.to_thread.run_sync(self.store.probe)
+                with anyio.CancelScope(shield=True):
+                    await self._flush()
+            except STORAGE_ERRORS:
+                pass
+            else:
+                self.error = None
+        return self.error
+
+    async def _flush(self) -> None:
+        while self._unwritten:
+            run_id, status, doc, new = self._unwritten[0]
+            await anyio.to_thread.run_sync(
+                lambda: self.store.settle(run_id, status, doc, new=new)  # noqa: B023
+            )
+            self._unwritten.popleft()
