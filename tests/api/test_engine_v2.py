@@ -27,6 +27,23 @@ def until(ws: Any, predicate: Any) -> list[dict[str, Any]]:
         assert msg["type"] not in ("run_done", "error", "cancelled") or predicate(msg), seen
 
 
+def streamed_until(ws: Any, text: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Read a run's events until its node ``s`` has streamed ``text`` (the snapshot's partial
+    text counts: the reader may connect after some deltas went out); the snapshot and the
+    messages after it."""
+    snapshot = json.loads(ws.recv(timeout=120))
+    assert snapshot["type"] == "snapshot"
+    got = snapshot["state"]["nodes"]["s"].get("partial", {}).get("text", "")
+    seen: list[dict[str, Any]] = []
+    while got != text:
+        assert text.startswith(got), (got, text)
+        msg = json.loads(ws.recv(timeout=120))
+        seen.append(msg)
+        if msg["type"] == "delta" and msg["nodeId"] == "s":
+            got += msg["text"]
+    return snapshot, seen
+
+
 def test_a_slow_run_does_not_hold_back_a_fast_one(concurrent_server):
     server = concurrent_server
     with server.client() as c:
@@ -94,12 +111,8 @@ def test_deltas_stream_and_a_late_reader_gets_what_came_before(concurrent_server
     with server.client() as c:
         run_id = c.post("/v1/runs", json=doc).json()["runId"]
         with connect(f"{server.ws}/v1/runs/{run_id}/events") as early:
-            first = until(early, lambda m: m["type"] == "snapshot")
-            # the twelfth word is the last before the gate
-            seen = until(early, lambda m: m["type"] == "delta" and m["text"] == "w11 ")
-            delta = next(m for m in seen if m["type"] == "delta")
-            assert set(delta) == {"type", "runId", "nodeId", "output", "text"}
-            assert delta["runId"] == run_id and delta["nodeId"] == "s" and delta["output"] == "text"
+            first_snapshot, seen = streamed_until(early, words(12))  # held at the gate now
+            first = [first_snapshot]
             with connect(f"{server.ws}/v1/runs/{run_id}/events") as late:
                 snap = json.loads(late.recv(timeout=60))
                 partial = snap["state"]["nodes"]["s"]["partial"]["text"]
@@ -108,6 +121,9 @@ def test_deltas_stream_and_a_late_reader_gets_what_came_before(concurrent_server
                 gate.write_text("go")
                 rest_late = until(late, lambda m: m["type"] == "run_done")
             rest_early = until(early, lambda m: m["type"] == "run_done")
+        delta = next(m for m in rest_early if m["type"] == "delta")
+        assert set(delta) == {"type", "runId", "nodeId", "output", "text"}
+        assert delta["runId"] == run_id and delta["nodeId"] == "s" and delta["output"] == "text"
         state = c.get(f"/v1/runs/{run_id}").json()
         (take,) = state["takes"]
         final = c.get(f"/v1/takes/{take['id']}/bytes").content.decode()
@@ -130,7 +146,7 @@ def test_cancel_stops_a_stream_between_deltas(concurrent_server, tmp_path):
     with server.client() as c:
         run_id = c.post("/v1/runs", json=doc).json()["runId"]
         with connect(f"{server.ws}/v1/runs/{run_id}/events") as ws:
-            until(ws, lambda m: m["type"] == "delta" and m["text"] == "w4 ")
+            streamed_until(ws, words(5))  # held at a gate that never opens
             c.delete(f"/v1/runs/{run_id}")
             tail = until(ws, lambda m: m["type"] == "cancelled")
         assert not [m for m in tail if m["type"] == "delta"]
@@ -139,25 +155,34 @@ def test_cancel_stops_a_stream_between_deltas(concurrent_server, tmp_path):
         assert state["nodes"]["s"]["state"] == "cancelled" and "partial" not in state["nodes"]["s"]
 
 
-def test_every_node_of_a_failed_run_tells_its_real_end(concurrent_server):
+def test_every_node_of_a_failed_run_tells_its_real_end(concurrent_server, tmp_path):
     server = concurrent_server
+    fail_now = tmp_path / "fail-now"
     doc = body(
         "j",
-        node("t", "input/text", {"text": "x"}),
-        node("f", "testpack/fail", {"message": "no luck"}),
-        node("w", "testpack/sleep", {"seconds": 600}),
-        node("k", "text/join", {}, a=("t", "text"), b=("w", "text")),
+        node("t", "testpack/stream", {"words": 1}),
+        node("f", "testpack/fail", {"message": "no luck", "after": str(fail_now)}),
+        node("s", "testpack/stream", {"words": 3, "hold_after": 1, "gate": str(tmp_path / "no")}),
+        node("k", "text/join", {}, a=("t", "text"), b=("s", "text")),
         node("j", "text/join", {}, a=("f", "text"), b=("k", "text")),
     )
     with server.client() as c:
         run_id = c.post("/v1/runs", json=doc).json()["runId"]
-        msgs = events(server.ws, run_id)
-        assert msgs[-1]["type"] == "error" and msgs[-1]["nodeId"] == "f"
+        with connect(f"{server.ws}/v1/runs/{run_id}/events") as ws:
+            snapshot, seen = streamed_until(ws, words(1))  # s runs, held at a closed gate
+            t_done = snapshot["state"]["nodes"]["t"]["state"] == "done" or any(
+                m["type"] == "node_done" and m["nodeId"] == "t" for m in seen
+            )
+            if not t_done:  # t (a text take) is announced when it finishes
+                until(ws, lambda m: m["type"] == "node_done" and m["nodeId"] == "t")
+            fail_now.write_text("now")
+            end = until(ws, lambda m: m["type"] in ("run_done", "error", "cancelled"))
+        assert end[-1]["type"] == "error" and end[-1]["nodeId"] == "f"
         nodes = c.get(f"/v1/runs/{run_id}").json()["nodes"]
         assert {k: v["state"] for k, v in nodes.items()} == {
             "t": "done",
             "f": "error",
-            "w": "cancelled",  # it was running when the failure ended the run
+            "s": "cancelled",  # it was running when the failure ended the run
             "k": "skipped",  # upstream never finished
             "j": "skipped",
         }
@@ -204,7 +229,7 @@ def test_identical_runs_in_flight_together_make_one_take(concurrent_server, tmp_
     with server.client() as c:
         first = c.post("/v1/runs", json=doc).json()["runId"]
         with connect(f"{server.ws}/v1/runs/{first}/events") as ws:
-            until(ws, lambda m: m["type"] == "delta" and m["text"] == "w1 ")
+            streamed_until(ws, words(2))  # in flight, held at its gate
         second = c.post("/v1/runs", json=doc).json()["runId"]  # while the first is in flight
         others = [c.post("/v1/runs", json=held_elsewhere(tmp_path, i)).json() for i in range(3)]
         gate.write_text("go")

@@ -54,8 +54,15 @@ def wait(
 
 @node("testpack/fail", title="Fail", category="Test")
 def fail(
-    ctx: Context, *, message: Annotated[str, Param("Message")] = "boom"
+    ctx: Context,
+    *,
+    message: Annotated[str, Param("Message")] = "boom",
+    after: Annotated[str, Param("Fail once this file exists")] = "",
 ) -> Annotated[str, Output("text", "Text")]:
+    while after and not os.path.exists(after):
+        if ctx.wait_cancelled(0.01):
+            ctx.check_cancelled()
+
     def deep() -> str:
         raise ValueError(message)
 
