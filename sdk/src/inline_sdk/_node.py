@@ -55,6 +55,7 @@ CATALOGS: Final = frozenset(
         "embeddings",
         "annotators",
         "characters",
+        "llm",  # transformers folders (models/llm/<name>/), narrowed per node by architecture
     }
 )
 OUTPUT_KINDS: Final = frozenset({"image", "video", "audio", "text"})

@@ -1,0 +1,3 @@
+"""A typed Python client for Inline's /v1 API."""
+
+__all__ = ()
