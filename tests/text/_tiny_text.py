@@ -41,7 +41,9 @@ TOOL_REPLY = (
     '{"name": "get_weather", "arguments": {"city": "Paris"}}\n'
     "</tool_call>"
 )
-PLAIN_REPLY = "<think>\nA greeting. Be brief.\n</think>\n\nHello! The sky is blue and the sea is calm."
+PLAIN_REPLY = (
+    "<think>\nA greeting. Be brief.\n</think>\n\nHello! The sky is blue and the sea is calm."
+)
 CORPUS = [
     "the quick brown fox jumps over the lazy dog", "What is the weather in Paris?",
     "Hello there, how are you today?", "You are a helpful assistant.", TOOL_REPLY, PLAIN_REPLY,
@@ -79,7 +81,7 @@ CHAT_TEMPLATE = r"""
 {%- if add_generation_prompt %}{{- '<|im_start|>assistant\n' }}
 {%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\n\n</think>\n\n' }}{%- endif %}
 {%- endif %}
-""".strip()
+""".strip()  # noqa: E501
 
 
 def train_bpe(specials: list[str], vocab: int):  # type: ignore[no-untyped-def]
@@ -89,19 +91,20 @@ def train_bpe(specials: list[str], vocab: int):  # type: ignore[no-untyped-def]
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
-        vocab_size=vocab, special_tokens=specials, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()
+        vocab_size=vocab,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
     tok.train_from_iterator(CORPUS * 4, trainer)
     return tok
 
 
 def build_qwen(folder: Path) -> dict:
-    from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
-
     # <think> tags are tokens of their own (as in Qwen3); <tool_call> is left to BPE, so its tags
     # arrive split across several tokens (".<", "tool", "_", "call", ">"): the parser must hold
     # them back piece by piece.
     from tokenizers import AddedToken
+    from transformers import PreTrainedTokenizerFast, Qwen3Config, Qwen3ForCausalLM
 
     tok = train_bpe(["<|endoftext|>", "<|im_start|>", "<|im_end|>"], 600)
     # as in Qwen3, the think tags are added tokens but not special ones: decoding keeps them
@@ -123,7 +126,9 @@ def build_qwen(folder: Path) -> dict:
     examples = [(weather, TOOLS, TOOL_REPLY), (hello, None, PLAIN_REPLY)]
     seqs = []
     for messages, tools, reply in examples:
-        prompt = fast.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=False)
+        prompt = fast.apply_chat_template(
+            messages, tools=tools, add_generation_prompt=True, tokenize=False
+        )
         ids = fast(prompt + reply + "<|im_end|>", add_special_tokens=False)["input_ids"]
         n_prompt = len(fast(prompt, add_special_tokens=False)["input_ids"])
         seqs.append((torch.tensor([ids]), n_prompt))
@@ -152,7 +157,9 @@ def build_t5(folder: Path) -> dict:
     from tokenizers import processors
 
     eos = tok.token_to_id("</s>")
-    tok.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", eos)])
+    tok.post_processor = processors.TemplateProcessing(
+        single="$A </s>", special_tokens=[("</s>", eos)]
+    )
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tok, eos_token="</s>", pad_token="<pad>", unk_token="<unk>"
     )

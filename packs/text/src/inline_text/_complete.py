@@ -61,7 +61,9 @@ def normalize_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def render_prompt(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+def render_prompt(
+    tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+) -> str:
     """The prompt through the tokenizer's own chat template (``tools=`` when tools are given)."""
     if getattr(tokenizer, "chat_template", None):
         return tokenizer.apply_chat_template(
@@ -105,7 +107,9 @@ class Complete:
         tokenizer = loaded.tokenizer
         text = render_prompt(tokenizer, conversation, specs)
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
-        total = cache_length(loaded.card, getattr(loaded.model.config, "max_position_embeddings", None))
+        total = cache_length(
+            loaded.card, getattr(loaded.model.config, "max_position_embeddings", None)
+        )
         fit = budget(total, len(ids), max_new_tokens)
         if fit.warning:
             ctx.log.warning("%s: %s", loaded.folder.name, fit.warning)
@@ -117,7 +121,9 @@ class Complete:
             "attention_mask": torch.ones((1, len(ids)), dtype=torch.long),
         }
         parser = ReplyParser(
-            emit=lambda section, piece: ctx.stream("text" if section == "content" else section, piece),
+            emit=lambda section, piece: ctx.stream(
+                "text" if section == "content" else section, piece
+            ),
             stops=[s for s in stop if s],
             log=ctx.log,
             thinking_open=text.rstrip().endswith(THINK_OPEN),

@@ -136,8 +136,12 @@ def run_generate(
     sink: TokenSink | None = None
     for compile_ in attempts:
         config = generation_config(loaded, cache_length=cache_length, compile_=compile_, **kw)
-        sink = None if on_token is None else TokenSink(
-            on_token, has_prompt=has_prompt, skip=sink.count if sink is not None else 0
+        sink = (
+            None
+            if on_token is None
+            else TokenSink(
+                on_token, has_prompt=has_prompt, skip=sink.count if sink is not None else 0
+            )
         )
         with _SEED_LOCK:
             seeded(seed)

@@ -140,7 +140,13 @@ def _placement(memory: Memory, folder: Path, slot: str) -> tuple[str, str, str, 
         import torch
 
         device = os.environ.get("INLINE_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
-        return device, "bfloat16" if device.startswith("cuda") else "float32", "none", "resident", None
+        return (
+            device,
+            "bfloat16" if device.startswith("cuda") else "float32",
+            "none",
+            "resident",
+            None,
+        )
     if not placed.fits or not placed.components:
         raise MemoryError(f"{folder.name} does not fit: {placed.reason}")
     plan = placed.components[0]

@@ -42,7 +42,7 @@ class ToolCall:
 
 
 def parse_call(block: str) -> ToolCall | None:
-    """The call in a ``<tool_call>`` block's body, or None if it is not ``{"name", "arguments"}``."""
+    """The call in a ``<tool_call>`` block's body; None unless it is ``{"name", "arguments"}``."""
     try:
         data = json.loads(block)
     except ValueError:
@@ -213,9 +213,7 @@ class ReplyParser:
         self._call = ""
 
     def _malformed(self, block: str, why: str) -> None:
-        self.log.warning(
-            "a <tool_call> block was left as content because %s: %.200s", why, block
-        )
+        self.log.warning("a <tool_call> block was left as content because %s: %.200s", why, block)
         self._mode = "content"
         self._call = ""
         self._push(self.content, block)
