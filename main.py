@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     apply_flags(args, os.environ)  # type: ignore[arg-type]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     from inline_host import Settings
-    from inline_host._server import serve
+    from inline_host.api import serve
 
     settings = Settings.from_env()
     if args.install:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import anyio
 import pytest
 from inline_core import Budget, Gpu, Inventory
-from inline_host._broker import Broker
+from inline_host.workers import Broker
 from inline_sdk import Memory
 from inline_sdk.protocol import ComponentPlan, HeldModel, Holding, ModelSize, PlaceAsk
 

@@ -150,8 +150,7 @@ def test_server_module_entry_point_help():
 def test_finished_runs_leave_memory_but_stay_readable(tmp_path):
     import anyio
     from inline_host import Engine, Settings
-    from inline_host._service import RunService
-    from inline_host._store import RunStore
+    from inline_host.runs import RunService, RunStore
 
     async def scenario() -> None:
         settings = Settings.from_env({"INLINE_DATA_DIR": str(tmp_path / "data")})

@@ -33,6 +33,7 @@ VALUES: list[p.Value] = [
     p.MediaValue(kind="audio", ext="wav", data=p.InlineBytes(data=b"\x00\x01")),
     p.HandleValue(kind="model", id=7),
     p.JsonValue(value={"a": [1, 2.5, None]}),
+    p.MediaValue(kind="image", ext="png", data=p.ChunkedRef(blob=4, size=9_000_000)),
 ]
 PLAN = p.ComponentPlan(
     name="/m/z.safetensors", role="diffusion", device="cpu", dtype="fp32", quantization="int8"
@@ -77,6 +78,8 @@ SAMPLES: list[object] = [
     p.Placed(ask=1, fits=True, reason="fits", components=[PLAN], park_text_encoder=True),
     p.Holding(models=[p.HeldModel(slot="diffusion", name="/m/z.safetensors", bytes=12, plan=PLAN)]),
     p.Evict(slots=["diffusion"]),
+    p.Stream(id=1, port="text", text="tok"),
+    p.BulkChunk(blob=4, data=b"\x00" * 16, last=True),
 ]
 
 

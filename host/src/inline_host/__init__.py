@@ -1,7 +1,10 @@
-"""The Inline host: pack supervisor, blob store, engine and the ``inline`` command."""
+"""The Inline host: pack workers, durable runs, the /v1 API and the ``inline`` command.
 
-from ._blobs import BlobStore
-from ._engine import Engine, PackExecutor, RunResult
+Arranged by role: ``runs`` (the engine, the run service, the store, takes), ``workers`` (pack
+processes, launchers, the memory broker), ``models`` (catalogs, fit), ``packs`` (pack management),
+``api`` (Litestar controllers, which talk only to services) and ``cli``.
+"""
+
 from ._errors import (
     BlobError,
     CallCancelled,
@@ -12,9 +15,11 @@ from ._errors import (
     PackError,
     PackStartFailed,
 )
-from ._packs import PackService
 from ._settings import Settings
-from ._supervisor import HostValue, Supervisor, WorkerProcess
+from .packs._service import PackService
+from .runs._blobs import BlobStore
+from .runs._engine import Engine, PackExecutor, RunResult
+from .workers._supervisor import HostValue, Supervisor, WorkerProcess
 
 __all__ = (
     "BlobError",

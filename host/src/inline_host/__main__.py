@@ -6,7 +6,7 @@ import argparse
 import logging
 import sys
 
-from ._server import serve
+from .api import serve
 
 DESCRIPTION = """Serve the Inline /v1 API.
 

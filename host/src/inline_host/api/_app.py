@@ -17,12 +17,12 @@ from litestar.di import Provide
 from litestar.openapi import OpenAPIConfig
 from litestar.types import ASGIApp, Receive, Scope, Send
 
-from .._engine import Engine
-from .._packs import PackService
-from .._service import RunService
 from .._settings import Settings
-from .._store import RunStore
 from ..openai import OpenAIController
+from ..packs._service import PackService
+from ..runs._engine import Engine
+from ..runs._service import RunService
+from ..runs._store import RunStore
 from ._controllers import (
     AssetsController,
     FitController,

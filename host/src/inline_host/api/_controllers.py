@@ -27,13 +27,13 @@ from litestar import (
 from litestar.params import Parameter
 from litestar.response import Stream
 
-from .._blobs import BlobStore
-from .._catalogs import CATEGORIES, UnsafeName
-from .._engine import Engine
-from .._fit import budget_from_env, fit, fit_answer, inventory_for
-from .._inventory import probe
-from .._service import RunService, take_view
-from .._views import RunState, RunSummary, Submitted, Take
+from ..models._catalogs import CATEGORIES, UnsafeName
+from ..models._fit import budget_from_env, fit, fit_answer, inventory_for
+from ..runs._blobs import BlobStore
+from ..runs._engine import Engine
+from ..runs._service import RunService, take_view
+from ..runs._views import RunState, RunSummary, Submitted, Take
+from ..workers._inventory import probe
 from ._errors import ApiError, not_found
 
 TAKE_ID = re.compile(r"^take_[0-9a-f]{12}$")

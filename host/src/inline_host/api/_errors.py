@@ -19,7 +19,7 @@ from litestar.exceptions import (
 )
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
-from .._service import Conflict
+from ..runs._service import Conflict
 
 log = logging.getLogger("inline.api")
 

@@ -12,7 +12,7 @@ from litestar import Controller, Request, Response, delete, get, post
 from litestar.connection import ASGIConnection
 from litestar.handlers import BaseRouteHandler
 
-from .._packs import PackService
+from ..packs._service import PackService
 from ._errors import ApiError, handle_api_error
 
 

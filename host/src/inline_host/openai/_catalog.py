@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Final, Literal
 
 if TYPE_CHECKING:
-    from .._catalogs import ModelCatalogs
+    from ..models._catalogs import ModelCatalogs
 
 Arch = Literal["causal", "seq2seq"]
 CATEGORY: Final = "llm"

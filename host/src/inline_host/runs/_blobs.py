@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 from typing import Final
 
-from ._errors import BlobError
+from .._errors import BlobError
 
 BLOB_ID: Final = re.compile(r"^sha256-([0-9a-f]{64})$")
 CHUNK: Final = 1 << 20

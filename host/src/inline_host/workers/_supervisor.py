@@ -61,10 +61,10 @@ from inline_sdk.protocol import (
     unlink_segments,
 )
 
+from .._errors import CallCancelled as CallCancelledError
+from .._errors import CallTimedOut, NodeError, PackCrashed, PackStartFailed, describe_exit
+from .._settings import Settings
 from ._broker import Broker
-from ._errors import CallCancelled as CallCancelledError
-from ._errors import CallTimedOut, NodeError, PackCrashed, PackStartFailed, describe_exit
-from ._settings import Settings
 
 STDERR_LINES = 40
 

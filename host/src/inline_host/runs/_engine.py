@@ -37,12 +37,12 @@ from inline_sdk.protocol import (
     TextValue,
 )
 
+from .._errors import InlineHostError
+from .._settings import Settings
+from ..models._catalogs import ModelCatalogs, serve_descriptor
+from ..workers._supervisor import HostValue, Supervisor
 from ._blobs import BlobStore
-from ._catalogs import ModelCatalogs, serve_descriptor
-from ._errors import InlineHostError
-from ._settings import Settings
 from ._store import TakeSource
-from ._supervisor import HostValue, Supervisor
 
 #: Host-held media up to this size travel inline in frames; larger ones via shared memory.
 INLINE_LIMIT = 8 * 1024 * 1024

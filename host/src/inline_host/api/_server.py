@@ -5,14 +5,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ._settings import Settings
+from .._settings import Settings
 
 
 def serve(settings: Settings | None = None, *, front_end_root: Path | None = None) -> int:
     """Serve until interrupted; exit status."""
     import uvicorn
 
-    from .api import InsecureBind, create_app
+    from . import InsecureBind, create_app
 
     settings = settings or Settings.from_env()
     try:

@@ -24,7 +24,7 @@ from inline_registry import (
     scaffold_pack,
 )
 
-from ._settings import Settings
+from .._settings import Settings
 
 EXIT_FAILED = 1
 EXIT_NEEDS_CONSENT = 3

@@ -21,7 +21,7 @@ from inline_core import Budget, Component, Estimate, Inventory, Placement, place
 from inline_core._policy import GPU_RESERVE, RAM_SHARE, Profile
 from inline_sdk.protocol import ComponentPlan, HeldModel, Holding, PlaceAsk, Placed
 
-from ._fit import budget_from_env
+from ..models._fit import budget_from_env
 from ._inventory import probe
 
 #: How long the broker waits for a worker to report after it was asked to evict.

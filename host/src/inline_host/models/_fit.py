@@ -22,7 +22,7 @@ from inline_core import (
     place,
 )
 
-from ._inventory import probe
+from ..workers._inventory import probe
 
 PROFILES = ("gpu-max", "lowvram", "cpu")
 

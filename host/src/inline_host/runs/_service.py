@@ -30,11 +30,11 @@ from inline_core import (
 )
 from inline_sdk.protocol import InlineBytes, MediaValue, Preview, Progress
 
+from .._errors import InlineHostError, NodeError
+from ..workers._supervisor import HostValue
 from ._engine import Engine
-from ._errors import InlineHostError, NodeError
 from ._events import Broadcaster, Subscriber
 from ._store import RunStore, StoredRun, TakeRecord, now_ms
-from ._supervisor import HostValue
 from ._takes import TAKE_KINDS, TakeWriter
 from ._views import NodeState, RunError, RunState, RunSummary, Take
 

@@ -14,13 +14,13 @@ from inline_core import GraphInvalid, InlineCoreError, NodeFailed, PlannedNode
 from inline_registry import RegistryError
 from inline_sdk.protocol import MediaValue, Preview, Progress, TextValue
 
-from ._blobs import BlobStore
-from ._engine import Engine, media_extension
-from ._errors import InlineHostError, NodeError
-from ._models_cli import add_models_parser, run_models
-from ._packs_cli import add_pack_parser, run_pack
-from ._settings import Settings
-from ._supervisor import HostValue
+from .._errors import InlineHostError, NodeError
+from .._settings import Settings
+from ..runs._blobs import BlobStore
+from ..runs._engine import Engine, media_extension
+from ..workers._supervisor import HostValue
+from ._models import add_models_parser, run_models
+from ._packs import add_pack_parser, run_pack
 
 EXIT_FAILED = 1
 EXIT_INVALID = 2

@@ -18,9 +18,9 @@ from typing import Any
 
 from inline_registry import ModelFile, RegistryError, pack_sources, read_manifest
 
-from ._catalogs import UnsafeName, check_name
-from ._fit import add_fit_parser, run_fit
-from ._settings import Settings
+from .._settings import Settings
+from ..models._catalogs import UnsafeName, check_name
+from ..models._fit import add_fit_parser, run_fit
 
 STAGING = ".downloads"
 

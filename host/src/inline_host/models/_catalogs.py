@@ -24,7 +24,7 @@ from inline_sdk import (
     is_weight_entry,
 )
 
-from .openai._catalog import narrow
+from ..openai._catalog import narrow
 
 CATEGORIES: Final = (
     "diffusion_models", "checkpoints", "vae", "text_encoders", "loras", "clip_vision",

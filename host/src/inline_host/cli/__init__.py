@@ -1,0 +1,5 @@
+"""The ``inline`` command."""
+
+from ._main import main
+
+__all__ = ("main",)
