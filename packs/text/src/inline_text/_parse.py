@@ -180,6 +180,8 @@ class ReplyParser:
         first, tag = len(self._buf), ""
         for t in (*tags, *stops):
             i = self._buf.find(t)
+            if t == THINK_OPEN and i > 0 and self._buf[:i].strip():
+                continue  # text came first: a think tag only opens a reply
             if 0 <= i < first:
                 first, tag = i, t
         if tag:
