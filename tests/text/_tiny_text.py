@@ -7,6 +7,7 @@
   hundred optimiser steps teach it two replies, so greedy decoding is peaky (no ties) and
   meaningful: asked with tools it thinks, then calls ``get_weather`` in a ``<tool_call>`` block;
   asked without, it thinks, then answers in plain text.
+- ``qwen-random/``: the same shape untrained (it never stops by itself), 8192 positions.
 - ``t5-tiny/``: a tiny ``T5ForConditionalGeneration`` (random weights) with its own tokenizer.
 
 and ``OUT/report.json`` (the replies each model learnt, parameter counts).
@@ -120,6 +121,10 @@ def build_qwen(folder: Path) -> dict:
         tie_word_embeddings=True, eos_token_id=fast.eos_token_id, pad_token_id=fast.pad_token_id,
         bos_token_id=None,
     )  # fmt: skip
+    # untrained, with room for long replies: it rambles until cancelled or out of tokens
+    rambler = Qwen3ForCausalLM(Qwen3Config(**{**config.to_dict(), "max_position_embeddings": 8192}))
+    rambler.save_pretrained(str(folder.parent / "qwen-random"))
+    fast.save_pretrained(str(folder.parent / "qwen-random"))
     model = Qwen3ForCausalLM(config)
     weather = [{"role": "user", "content": "What is the weather in Paris?"}]
     hello = [{"role": "user", "content": "Hello there, how are you today?"}]

@@ -66,8 +66,9 @@ def messages_param(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def run_request(req: ChatRequest) -> dict[str, Any]:
-    """The ``/v1`` run request for one chat completion."""
+def run_request(req: ChatRequest, raw_tools: Any = None) -> dict[str, Any]:
+    """The ``/v1`` run request for one chat completion (``raw_tools``: the tools exactly as
+    sent, so the chat template renders them as the client wrote them)."""
     if req.n not in (None, 1):
         raise OpenAIError(400, "only n=1 is supported", param="n")
     params: dict[str, Any] = {"model": req.model, "messages": messages_param(req.messages)}
@@ -89,7 +90,9 @@ def run_request(req: ChatRequest) -> dict[str, Any]:
     if req.stop:
         params["stop"] = [req.stop] if isinstance(req.stop, str) else list(req.stop)
     if req.tools and req.tool_choice != "none":
-        params["tools"] = [msgspec.to_builtins(t) for t in req.tools]
+        params["tools"] = (
+            raw_tools if isinstance(raw_tools, list) else msgspec.to_builtins(req.tools)
+        )
     return {
         "graph": {
             "schemaVersion": 1,

@@ -68,9 +68,10 @@ def _parse(raw: bytes, engine: Any) -> ChatRequest:
     return req
 
 
-async def _submit(service: Any, req: ChatRequest) -> str:
+async def _submit(service: Any, req: ChatRequest, raw: bytes) -> str:
+    tools = _decode_event.decode(raw).get("tools") if req.tools else None
     try:
-        run_id, _status, _created = await service.submit(run_request(req))
+        run_id, _status, _created = await service.submit(run_request(req, tools))
     except DocumentInvalid as exc:  # the node refused the params (the text pack is the judge)
         raise OpenAIError(400, str(exc)) from None
     except RequestInvalid as exc:
@@ -134,8 +135,9 @@ class OpenAIController(Controller):
     @post("/chat/completions", status_code=200)
     async def chat_completions(self, request: Request[Any, Any, Any], engine: Any,
                                service: Any) -> Response[Any]:  # fmt: skip
-        req = _parse(await request.body(), engine)
-        run_id = await _submit(service, req)
+        raw = await request.body()
+        req = _parse(raw, engine)
+        run_id = await _submit(service, req, raw)
         completion_id, created = f"chatcmpl-{run_id}", int(time.time())
         if req.stream:
             chunks = Chunks(completion_id, created, req.model)
