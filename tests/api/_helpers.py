@@ -58,3 +58,15 @@ def run_to_end(client: httpx.Client, ws_url: str, doc: dict[str, Any]) -> dict[s
     run_id = r.json()["runId"]
     events(ws_url, run_id)
     return client.get(f"/v1/runs/{run_id}").json()
+
+
+def block_queue(client: httpx.Client, ws_url: str) -> str:
+    """Start a run that holds the queue (on a one-run-at-a-time server) until cancelled; its
+    id, once it is running."""
+    run_id = client.post(
+        "/v1/runs", json=body("w", node("w", "testpack/wait", {"seconds": 120}))
+    ).json()["runId"]
+    with connect(f"{ws_url}/v1/runs/{run_id}/events") as ws:
+        while json.loads(ws.recv(timeout=60))["type"] != "progress":
+            pass
+    return run_id

@@ -122,7 +122,17 @@ def inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def server(api_data: Path, inputs: Path) -> Iterator[Server]:
-    srv = start_server(api_data, inputs)
+    """The contract's server, one run at a time: where the queue (positions, FIFO, coalescing
+    of queued twins) is observable. ``concurrent_server`` runs the default eight at once."""
+    srv = start_server(api_data, inputs, {"INLINE_MAX_RUNS": "1"})
+    yield srv
+    srv.stop()
+
+
+@pytest.fixture(scope="session")
+def concurrent_server(tmp_path_factory: pytest.TempPathFactory, inputs: Path) -> Iterator[Server]:
+    """A server with the default ``INLINE_MAX_RUNS`` (8)."""
+    srv = start_server(tmp_path_factory.mktemp("api-concurrent"), inputs)
     yield srv
     srv.stop()
 

@@ -7,23 +7,12 @@ import json
 import httpx
 from websockets.sync.client import connect
 
-from ._helpers import body, events, node
+from ._helpers import block_queue, body, events, node
 from .conftest import start_server
 
 
-def block_queue(client, server):
-    """Start a run that holds the (FIFO) queue until cancelled; returns its id."""
-    run_id = client.post(
-        "/v1/runs", json=body("w", node("w", "testpack/wait", {"seconds": 120}))
-    ).json()["runId"]
-    with connect(f"{server.ws}/v1/runs/{run_id}/events") as ws:
-        while json.loads(ws.recv(timeout=60))["type"] != "progress":
-            pass
-    return run_id
-
-
 def test_preview_events_carry_a_small_image(client, server):
-    blocker = block_queue(client, server)
+    blocker = block_queue(client, server.ws)
     run_id = client.post(
         "/v1/runs", json=body("p", node("p", "testpack/preview"), clientRunId="preview-1")
     ).json()["runId"]
@@ -39,7 +28,7 @@ def test_preview_events_carry_a_small_image(client, server):
 
 
 def test_identical_submissions_in_flight_attach_to_one_execution(client, server):
-    blocker = block_queue(client, server)
+    blocker = block_queue(client, server.ws)
     doc = body("b", node("b", "testpack/blob", {"mib": 0.5}))
     first = client.post("/v1/runs", json=doc).json()["runId"]
     second = client.post("/v1/runs", json=doc).json()["runId"]

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from websockets.sync.client import connect
 
-from ._helpers import body, echo_graph, node
+from ._helpers import block_queue, body, echo_graph, node
 
 T = json.loads((Path(__file__).parents[1] / "data" / "contract_transcripts.json").read_text())
 OPTIONAL = {"etaMs"}  # progress fields the reference's runners may omit
@@ -59,11 +59,15 @@ def finished_with_take(server):
         node("s", "testpack/spam", {"events": 6}, prompt=("p", "text")),
     )
     with server.client() as client:
+        # hold the (one-run) queue until we listen, so that no event can pass unseen
+        blocker = block_queue(client, server.ws)
         run_id = client.post("/v1/runs", json=doc).json()["runId"]
-    with connect(f"{server.ws}/v1/runs/{run_id}/events") as ws:
-        msgs = []
-        while not msgs or msgs[-1]["type"] not in ("run_done", "error"):
-            msgs.append(json.loads(ws.recv(timeout=60)))
+        with connect(f"{server.ws}/v1/runs/{run_id}/events") as ws:
+            msgs = [json.loads(ws.recv(timeout=60))]
+            assert msgs[0]["state"]["status"] == "queued"
+            client.delete(f"/v1/runs/{blocker}")
+            while msgs[-1]["type"] not in ("run_done", "error"):
+                msgs.append(json.loads(ws.recv(timeout=60)))
     return run_id, msgs
 
 

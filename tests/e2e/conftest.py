@@ -24,9 +24,11 @@ def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
-@pytest.fixture
-def settings(data_dir: Path, tmp_path: Path) -> Iterator[Settings]:
-    """Settings over the session's venvs, with this test's own inputs and models dirs."""
+@pytest.fixture(params=["local", "tcp"])
+def settings(data_dir: Path, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Settings]:
+    """Settings over the session's venvs, with this test's own inputs and models dirs; every
+    engine test runs once per launcher: a local socketpair worker, and a worker that dials back
+    over TCP and shares no memory with the host (bulk bytes in chunks)."""
     inputs = tmp_path / "inputs"
     inputs.mkdir()
     base = Settings.from_env(
@@ -36,7 +38,7 @@ def settings(data_dir: Path, tmp_path: Path) -> Iterator[Settings]:
             "INLINE_INPUT_ROOTS": str(inputs),
         }
     )
-    yield replace(base, extra_packs=TEST_PACKS)
+    yield replace(base, extra_packs=TEST_PACKS, launcher=request.param)
 
 
 @pytest.fixture

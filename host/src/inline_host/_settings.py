@@ -1,4 +1,7 @@
-"""Host settings, from ``INLINE_*`` environment variables with embedded defaults."""
+"""Host settings, from ``INLINE_*`` environment variables with embedded defaults.
+
+This is the one place the host reads ``INLINE_*`` variables; everything else takes ``Settings``.
+"""
 
 from __future__ import annotations
 
@@ -8,14 +11,32 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-def _float(env: Mapping[str, str], name: str, default: float) -> float:
+def _float(env: Mapping[str, str], name: str, default: float, unit: str = "seconds") -> float:
     raw = env.get(name)
     if raw is None or raw == "":
         return default
     try:
         return float(raw)
     except ValueError:
-        raise ValueError(f"{name} must be a number of seconds, got {raw!r}") from None
+        raise ValueError(f"{name} must be a number of {unit}, got {raw!r}") from None
+
+
+def _int(env: Mapping[str, str], name: str, default: int, least: int = 1) -> int:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{name} must be a whole number, got {raw!r}") from None
+    if value < least:
+        raise ValueError(f"{name} must be at least {least}, got {value}")
+    return value
+
+
+def _gb(env: Mapping[str, str], name: str) -> float | None:
+    raw = env.get(name)
+    return None if not raw else _float(env, name, 0.0, "GB")
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +59,16 @@ class Settings:
     port: int = 8848
     token: str | None = None
     max_upload_bytes: int = 1 << 30
+    #: Runs executing at once (``INLINE_MAX_RUNS``); more wait in the queue.
+    max_runs: int = 8
+    #: Where workers run: ``local`` (socketpair) or ``tcp`` (loopback TCP, no shared memory).
+    launcher: str = "local"
+    #: Echo workers' stderr to the host's (``INLINE_WORKER_ECHO=1``).
+    worker_echo: bool = False
+    #: Memory policy profile (``INLINE_PROFILE``); None picks by the hardware.
+    profile: str | None = None
+    vram_budget_gb: float | None = None
+    ram_budget_gb: float | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -74,6 +105,12 @@ class Settings:
             start_timeout=_float(env, "INLINE_WORKER_START_TIMEOUT", 120.0),
             cancel_grace=_float(env, "INLINE_CANCEL_GRACE", 10.0),
             worker_idle=_float(env, "INLINE_WORKER_IDLE", 600.0),
+            max_runs=_int(env, "INLINE_MAX_RUNS", 8),
+            launcher=env.get("INLINE_LAUNCHER") or "local",
+            worker_echo=env.get("INLINE_WORKER_ECHO") == "1",
+            profile=env.get("INLINE_PROFILE") or None,
+            vram_budget_gb=_gb(env, "INLINE_VRAM_BUDGET_GB"),
+            ram_budget_gb=_gb(env, "INLINE_RAM_BUDGET_GB"),
         )
 
     @property

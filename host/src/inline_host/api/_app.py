@@ -18,6 +18,8 @@ from litestar.openapi import OpenAPIConfig
 from litestar.types import ASGIApp, Receive, Scope, Send
 
 from .._settings import Settings
+from .._system import SystemService
+from ..models._service import ModelsService
 from ..openai import OpenAIController
 from ..packs._service import PackService
 from ..runs._engine import Engine
@@ -104,9 +106,14 @@ def token_middleware(token: str | None) -> Any:
     return factory
 
 
-def provide_engine(state: State) -> Engine:
-    """The engine the lifespan opened."""
-    return state.engine
+def provide_models(state: State) -> ModelsService:
+    """Descriptors and models over the engine the lifespan opened."""
+    return state.models
+
+
+def provide_system(state: State) -> SystemService:
+    """Health over the running engine."""
+    return state.system
 
 
 def provide_service(state: State) -> RunService:
@@ -129,8 +136,10 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
         async with Engine.open(settings, say=log.info) as engine:
             store = RunStore(settings.db_path)
             service = RunService(engine, store)
-            app.state.engine = engine
+            app.state.settings = settings
             app.state.service = service
+            app.state.models = ModelsService(engine, settings)
+            app.state.system = SystemService(engine, service, settings)
             app.state.packs = PackService(engine)
             try:
                 async with anyio.create_task_group() as tg:
@@ -165,7 +174,8 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
         route_handlers=handlers,
         lifespan=[lifespan],
         dependencies={
-            "engine": Provide(provide_engine, sync_to_thread=False),
+            "models": Provide(provide_models, sync_to_thread=False),
+            "system": Provide(provide_system, sync_to_thread=False),
             "service": Provide(provide_service, sync_to_thread=False),
             "packs": Provide(provide_packs, sync_to_thread=False),
         },

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import email.utils
 import mimetypes
-import os
 import re
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -27,13 +26,10 @@ from litestar import (
 from litestar.params import Parameter
 from litestar.response import Stream
 
-from ..models._catalogs import CATEGORIES, UnsafeName
-from ..models._fit import budget_from_env, fit, fit_answer, inventory_for
-from ..runs._blobs import BlobStore
-from ..runs._engine import Engine
+from .._system import Health, SystemService
+from ..models._service import ModelsService, UnknownModel, UnsafeName
 from ..runs._service import RunService, take_view
 from ..runs._views import RunState, RunSummary, Submitted, Take
-from ..workers._inventory import probe
 from ._errors import ApiError, not_found
 
 TAKE_ID = re.compile(r"^take_[0-9a-f]{12}$")
@@ -45,19 +41,8 @@ CONTENT_TYPES = {
     "webm": "video/webm",
     "wav": "audio/wav",
     "mp3": "audio/mpeg",
-    "txt": "text/plain",
+    "txt": "text/plain; charset=utf-8",
 }
-
-
-class Health(msgspec.Struct, frozen=True, rename="camel"):
-    ok: bool
-    api_version: str
-    schema_versions: dict[str, int]
-    registry_version: str
-    device: dict[str, Any]
-    workers: dict[str, Any]
-    #: The memory broker: budget per device, what each worker holds, each model's plan.
-    memory: dict[str, Any] = {}
 
 
 class ModelList(msgspec.Struct, frozen=True, rename="camel"):
@@ -83,72 +68,36 @@ class HealthController(Controller):
     path = "/v1/health"
 
     @get(summary="Engine health, registry version and device budget")
-    async def health(self, engine: Engine) -> Health:
-        inventory = await anyio.to_thread.run_sync(probe)
-        budget = budget_from_env()
-        profile = os.environ.get("INLINE_PROFILE") or ("gpu-max" if inventory.gpus else "cpu")
-        mb = 1 << 20
-        gpu = inventory.gpus[0] if inventory.gpus else None
-        vram_budget = None
-        if gpu is not None:
-            vram_budget = (budget.vram_bytes or gpu.total_bytes) // mb
-        device = {
-            "kind": "cuda" if gpu is not None and profile != "cpu" else "cpu",
-            "profile": profile,
-            "vramBudgetMb": vram_budget,
-            "vramFreeMb": None if gpu is None else gpu.free_bytes // mb,
-            "ramFreeMb": inventory.ram_free_bytes // mb,
-            "ramTotalMb": inventory.ram_total_bytes // mb,
-            "gpus": [
-                {
-                    "index": g.index,
-                    "name": g.name,
-                    "totalMb": g.total_bytes // mb,
-                    "freeMb": g.free_bytes // mb,
-                    "bf16": g.bf16,
-                }
-                for g in inventory.gpus
-            ],
-        }
-        workers = {
-            pack: {"pid": w.pid, "generation": w.generation, "callsInFlight": len(w.running)}
-            for pack, w in engine.supervisor.workers().items()
-        }
-        return Health(
-            ok=True,
-            api_version="v1",
-            schema_versions={"min": 1, "max": 1},
-            registry_version=engine.registry_version(),
-            device=device,
-            workers=workers,
-            memory=engine.supervisor.broker.snapshot(),
-        )
+    async def health(self, system: SystemService) -> Health:
+        return await system.health()
 
 
 class ModelsController(Controller):
     path = "/v1/models"
 
     @get(summary="Every node descriptor (ETag: the registry version)")
-    async def list_models(self, engine: Engine, request: Request[Any, Any, Any]) -> Response[Any]:
+    async def list_models(
+        self, models: ModelsService, request: Request[Any, Any, Any]
+    ) -> Response[Any]:
         raw = request.scope.get("raw_path") or request.scope["path"].encode()
         if raw.split(b"?")[0].endswith(b"/"):
             raise not_found("Unknown node type ''.")  # GET /v1/models/ (contract 3.2)
-        await engine.refresh()
-        version = engine.registry_version()
+        await models.refresh()
+        version = models.registry_version()
         etag = f'"{version}"'
         match = request.headers.get("if-none-match")
         if match is not None and etag in {t.strip().removeprefix("W/") for t in match.split(",")}:
             return Response(content=b"", status_code=304)
-        body = ModelList(registry_version=version, models=engine.descriptors())
+        body = ModelList(registry_version=version, models=models.descriptors())
         return Response(
             content=msgspec.json.encode(body), media_type=MediaType.JSON, headers={"ETag": etag}
         )
 
     @get("/{node_type:path}", summary="One node descriptor (the type contains slashes)")
-    async def get_model(self, engine: Engine, node_type: str) -> Response[Any]:
-        await engine.refresh()
+    async def get_model(self, models: ModelsService, node_type: str) -> Response[Any]:
+        await models.refresh()
         node_type = node_type.lstrip("/")
-        descriptor = engine.descriptor(node_type) if node_type else None
+        descriptor = models.descriptor(node_type) if node_type else None
         if descriptor is None:
             raise not_found(f"Unknown node type '{node_type}'.")
         return Response(content=msgspec.json.encode(descriptor), media_type=MediaType.JSON)
@@ -162,7 +111,7 @@ class RunsController(Controller):
         status_code=201,
     )
     async def submit(self, service: RunService, data: dict[str, Any]) -> Response[Submitted]:
-        await service.engine.refresh()
+        await service.refresh()
         run_id, status, created = await service.submit(data)
         return Response(Submitted(run_id, status), status_code=201 if created else 200)
 
@@ -179,15 +128,15 @@ class RunsController(Controller):
 
     @delete("/{run_id:str}", status_code=200, summary="Cancel a run")
     async def cancel_run(self, service: RunService, run_id: str) -> Submitted:
-        if not service.cancel(run_id):
+        status = service.cancel(run_id)
+        if status is None:
             raise not_found(f"No run '{run_id}'.")
-        return Submitted(run_id, "cancelled")
+        return Submitted(run_id, status)
 
 
 @websocket("/v1/runs/{run_id:str}/events")
-async def run_events(socket: WebSocket[Any, Any, Any], run_id: str) -> None:
+async def run_events(socket: WebSocket[Any, Any, Any], run_id: str, service: RunService) -> None:
     """``WS /v1/runs/{runId}/events``: a snapshot, then events until the terminal one."""
-    service: RunService = socket.app.state.service
     found = service.subscribe(run_id)
     if found is None:
         await socket.close(code=4404, reason=f"No run '{run_id}'.")
@@ -225,12 +174,11 @@ class TakesController(Controller):
         run_id: Annotated[str | None, Parameter(query="runId")] = None,
         limit: Annotated[int, Parameter(ge=1, le=1000)] = 100,
     ) -> TakeList:
-        records = service.store.history(node_id=node_id, run_id=run_id, limit=limit)
-        return TakeList(takes=[take_view(t) for t in records])
+        return TakeList(takes=service.history(node_id=node_id, run_id=run_id, limit=limit))
 
     @get("/{take_id:str}", summary="A take")
     async def get_take(self, service: RunService, take_id: str) -> Take:
-        record = service.store.get_take(take_id) if TAKE_ID.match(take_id) else None
+        record = service.take(take_id) if TAKE_ID.match(take_id) else None
         if record is None:
             raise not_found(f"No take '{take_id}'.")
         return take_view(record)
@@ -239,12 +187,11 @@ class TakesController(Controller):
     async def get_bytes(
         self, service: RunService, take_id: str, request: Request[Any, Any, Any]
     ) -> Response[Any]:
-        record = service.store.get_take(take_id) if TAKE_ID.match(take_id) else None
+        record = service.take(take_id) if TAKE_ID.match(take_id) else None
         if record is None:
             raise not_found(f"No take '{take_id}'.")
-        blobs: BlobStore = service.engine.blobs
-        path = blobs.path(record.hash)
-        if not path.is_file():
+        path = service.take_file(record)
+        if path is None:
             raise not_found("Take bytes are not available.")
         return ranged_file(
             path,
@@ -306,11 +253,11 @@ class AssetsController(Controller):
     path = "/v1/assets"
 
     @post(status_code=200, summary="Upload raw bytes as an input asset (content-addressed)")
-    async def upload(self, engine: Engine, request: Request[Any, Any, Any]) -> AssetStored:
+    async def upload(self, service: RunService, request: Request[Any, Any, Any]) -> AssetStored:
         data = await request.body()
         ctype = request.headers.get("content-type", "")
         kind = next((k for k in ("image", "video", "audio") if ctype.startswith(k + "/")), "image")
-        bid = await anyio.to_thread.run_sync(engine.blobs.put_bytes, data)
+        bid = await anyio.to_thread.run_sync(service.put_asset, data)
         return AssetStored(id=bid, kind=kind, bytes=len(data))
 
 
@@ -320,7 +267,7 @@ class FitController(Controller):
     @get(summary="Will these model files run here, and how? (fits / int8 / streamed / won't fit)")
     async def fit_models(
         self,
-        engine: Engine,
+        models: ModelsService,
         model: Annotated[list[str], Parameter(query="model", min_items=1, max_items=16)],
         vram_gb: Annotated[float | None, Parameter(query="vramGb", ge=0, le=4096)] = None,
         ram_gb: Annotated[float | None, Parameter(query="ramGb", ge=0, le=65536)] = None,
@@ -328,31 +275,13 @@ class FitController(Controller):
         width: Annotated[int, Parameter(ge=8, le=16384)] = 1024,
         height: Annotated[int, Parameter(ge=8, le=16384)] = 1024,
     ) -> dict[str, Any]:
-        paths = []
-        for ref in model:
-            category, _, name = ref.partition("/")
-            try:
-                found = engine.catalogs.find(category, name) if category in CATEGORIES else None
-            except UnsafeName as exc:
-                raise ApiError(422, "invalid_request", str(exc)) from None
-            if found is None:
-                raise not_found(
-                    f"No model '{ref}' (expected <category>/<name>, e.g. "
-                    "diffusion_models/model.safetensors)."
-                )
-            paths.append(found)
-        inventory = inventory_for(vram_gb, ram_gb, gpus)
         try:
-            placement, estimate = await anyio.to_thread.run_sync(
-                lambda: fit(
-                    paths,
-                    inventory,
-                    profile=os.environ.get("INLINE_PROFILE", "gpu-max"),
-                    budget=budget_from_env(),
-                    width=width,
-                    height=height,
-                )
+            return await models.fit(
+                model, vram_gb=vram_gb, ram_gb=ram_gb, gpus=gpus, width=width, height=height
             )
+        except UnsafeName as exc:
+            raise ApiError(422, "invalid_request", str(exc)) from None
+        except UnknownModel as exc:
+            raise not_found(str(exc)) from None
         except HeaderError as exc:
             raise ApiError(422, "invalid_model", str(exc)) from None
-        return fit_answer(placement, estimate)

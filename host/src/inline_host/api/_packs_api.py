@@ -43,7 +43,7 @@ def _loopback(host: str | None) -> bool:
 def guard_packs(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler) -> None:
     """Pack operations run code: refuse remote clients unless the server has a token (which
     the token middleware already checked)."""
-    token = connection.app.state.engine.settings.token
+    token = connection.app.state.settings.token
     client = connection.client.host if connection.client else None
     if token is None and not _loopback(client):
         raise ApiError(

@@ -12,7 +12,7 @@ from typing import Any, TextIO
 import anyio
 from inline_core import GraphInvalid, InlineCoreError, NodeFailed, PlannedNode
 from inline_registry import RegistryError
-from inline_sdk.protocol import MediaValue, Preview, Progress, TextValue
+from inline_sdk.protocol import MediaValue, Preview, Progress, Stream, TextValue
 
 from .._errors import InlineHostError, NodeError
 from .._settings import Settings
@@ -29,8 +29,19 @@ EXIT_INVALID = 2
 class ConsoleProgress:
     """Prints a run's progress to a terminal (one updating line) or a log (one line per event)."""
 
-    def __init__(self, total: int, out: TextIO = sys.stderr) -> None:
+    def __init__(
+        self,
+        total: int,
+        out: TextIO = sys.stderr,
+        *,
+        target: str | None = None,
+        text_out: TextIO = sys.stdout,
+    ) -> None:
         self.total = total
+        self.target = target
+        self.text_out = text_out
+        #: Whether the target streamed text to ``text_out`` (then it needs a closing newline).
+        self.streamed = False
         self.done = 0
         self.out = out
         self.tty = out.isatty()
@@ -41,6 +52,12 @@ class ConsoleProgress:
         self.started[node.id] = time.perf_counter()
 
     def node_progress(self, node_id: str, event: Any) -> None:
+        if isinstance(event, Stream):
+            if node_id == self.target:  # the target's text, as it arrives
+                self.text_out.write(event.text)
+                self.text_out.flush()
+                self.streamed = True
+            return
         if isinstance(event, Preview) or not isinstance(event, Progress):
             return
         now = time.perf_counter()
@@ -103,7 +120,10 @@ async def _run(args: argparse.Namespace) -> int:
             print(f"error: {exc}", file=sys.stderr)
             return EXIT_INVALID
         try:
-            result = await engine.run_plan(planned, ConsoleProgress(len(planned.nodes)))
+            console = ConsoleProgress(len(planned.nodes), target=planned.target)
+            result = await engine.run_plan(planned, console)
+            if console.streamed:
+                sys.stdout.write("\n")
         except (InlineCoreError, InlineHostError) as exc:
             print(f"error: {describe_failure(exc)}", file=sys.stderr)
             return EXIT_FAILED

@@ -22,6 +22,7 @@ from inline_core import (
     place,
 )
 
+from .._settings import Settings
 from ..workers._inventory import probe
 
 PROFILES = ("gpu-max", "lowvram", "cpu")
@@ -49,14 +50,13 @@ def inventory_for(vram_gb: float | None, ram_gb: float | None, gpus: int | None)
     return Inventory(ram_total_bytes=ram, ram_free_bytes=ram, gpus=fake)
 
 
-def budget_from_env() -> Budget:
+def budget_of(settings: Settings) -> Budget:
     """``INLINE_VRAM_BUDGET_GB`` (and ``INLINE_RAM_BUDGET_GB``, the system-RAM share the engine
     may use, for tests and shared machines) as a budget."""
-    vram = os.environ.get("INLINE_VRAM_BUDGET_GB")
-    ram = os.environ.get("INLINE_RAM_BUDGET_GB")
+    vram, ram = settings.vram_budget_gb, settings.ram_budget_gb
     return Budget(
-        vram_bytes=int(float(vram) * GIB) if vram else None,
-        ram_bytes=int(float(ram) * GIB) if ram else None,
+        vram_bytes=int(vram * GIB) if vram is not None else None,
+        ram_bytes=int(ram * GIB) if ram is not None else None,
     )
 
 
@@ -118,7 +118,7 @@ def add_fit_parser(models_sub: Any) -> None:
     p.add_argument("--ram-gb", type=float, help="pretend the machine has this much RAM")
     p.add_argument("--gpus", type=int, help="pretend the machine has this many GPUs (0: none)")
     p.add_argument(
-        "--profile", choices=PROFILES, default=os.environ.get("INLINE_PROFILE", "gpu-max")
+        "--profile", choices=PROFILES, default=Settings.from_env().profile or "gpu-max"
     )
     p.add_argument("--width", type=int, default=1024)
     p.add_argument("--height", type=int, default=1024)
@@ -132,7 +132,7 @@ def run_fit(args: argparse.Namespace) -> int:
             list(args.files),
             inventory_for(args.vram_gb, args.ram_gb, args.gpus),
             profile=args.profile,
-            budget=budget_from_env(),
+            budget=budget_of(Settings.from_env()),
             width=args.width,
             height=args.height,
         )

@@ -14,7 +14,6 @@ from typing import Any
 
 import msgspec
 from inline_core import DocumentInvalid, RequestInvalid
-from inline_sdk.protocol import TextValue
 from litestar import Controller, MediaType, Request, Response, get, post
 from litestar.response import Stream
 
@@ -40,16 +39,17 @@ def openai_error(_request: Request[Any, Any, Any], exc: OpenAIError) -> Response
     return Response(exc.body(), status_code=exc.status, media_type=MediaType.JSON)
 
 
-def _models(engine: Any) -> list[ModelCard]:
+def _models(service: Any) -> list[ModelCard]:
+    catalogs = service.engine.catalogs
     cards = []
-    for name in llm_entries(engine.catalogs, "causal"):
-        folder = engine.catalogs.find(CATEGORY, name)
+    for name in llm_entries(catalogs, "causal"):
+        folder = catalogs.find(CATEGORY, name)
         created = int(folder.stat().st_mtime) if folder is not None else 0
         cards.append(ModelCard(id=name, created=created))
     return cards
 
 
-def _parse(raw: bytes, engine: Any) -> ChatRequest:
+def _parse(raw: bytes, service: Any) -> ChatRequest:
     try:
         req = _decode_request.decode(raw)
     except msgspec.ValidationError as exc:
@@ -58,7 +58,7 @@ def _parse(raw: bytes, engine: Any) -> ChatRequest:
         raise OpenAIError(400, message or str(exc), param=param) from None
     except msgspec.DecodeError as exc:
         raise OpenAIError(400, f"The body is not valid JSON: {exc}") from None
-    if req.model not in llm_entries(engine.catalogs, "causal"):
+    if req.model not in llm_entries(service.engine.catalogs, "causal"):
         raise OpenAIError(
             404,
             f"The model '{req.model}' does not exist (no causal LM folder models/llm/{req.model})",
@@ -95,23 +95,23 @@ async def _follow(service: Any, run_id: str) -> AsyncIterator[dict[str, Any]]:
         service.unsubscribe(run_id, sub)
 
 
-def _outputs(engine: Any, service: Any, run_id: str) -> dict[str, str]:
-    """The target's text outputs: from the output cache, else from its stored takes."""
+def _outputs(service: Any, run_id: str) -> dict[str, str]:
+    """The target's text outputs, from the run's takes (one per output port)."""
     state = service.state(run_id)
     if state is None or state.status != "done":
         message = state.error.message if state is not None and state.error else "run failed"
         kind = "cancelled" if state is not None and state.status == "cancelled" else "server_error"
         raise OpenAIError(500, f"The completion failed: {message}", type=kind)
-    run = service.runs.get(run_id)
-    key = run.plan.node(NODE_ID).key if run is not None else None
-    cached = engine.cache.get(key) if key is not None else None
-    if cached:
-        return {p: hv.value.text for p, hv in cached.items() if isinstance(hv.value, TextValue)}
-    if key is not None:
-        return {
-            r.port: engine.blobs.read(r.hash).decode() for r in service.store.takes_for_key(key)
-        }
-    raise OpenAIError(500, "The completion's outputs are gone", type="server_error")
+    out: dict[str, str] = {}
+    for take in state.takes:
+        record = service.take(take.id)
+        path = service.take_file(record) if record is not None else None
+        if record is not None and path is not None and take.node_id == NODE_ID:
+            out[record.port] = path.read_text(encoding="utf-8")
+    if "text" not in out:
+        raise OpenAIError(500, f"The completion's outputs are gone (run {run_id})",
+                          type="server_error")  # fmt: skip
+    return out
 
 
 class OpenAIController(Controller):
@@ -121,35 +121,36 @@ class OpenAIController(Controller):
     exception_handlers = {OpenAIError: openai_error}  # noqa: RUF012
 
     @get("/models", sync_to_thread=False)
-    def list_models(self, engine: Any) -> ModelList:
+    def list_models(self, service: Any) -> ModelList:
         """Every causal LM folder of ``models/llm/``."""
-        return ModelList(data=_models(engine))
+        return ModelList(data=_models(service))
 
     @get("/models/{model_id:str}", sync_to_thread=False)
-    def get_model(self, engine: Any, model_id: str) -> ModelCard:
-        for card in _models(engine):
+    def get_model(self, service: Any, model_id: str) -> ModelCard:
+        for card in _models(service):
             if card.id == model_id:
                 return card
         raise OpenAIError(404, f"The model '{model_id}' does not exist", code="model_not_found")
 
     @post("/chat/completions", status_code=200)
-    async def chat_completions(self, request: Request[Any, Any, Any], engine: Any,
-                               service: Any) -> Response[Any]:  # fmt: skip
+    async def chat_completions(
+        self, request: Request[Any, Any, Any], service: Any
+    ) -> Response[Any]:
         raw = await request.body()
-        req = _parse(raw, engine)
+        req = _parse(raw, service)
         run_id = await _submit(service, req, raw)
         completion_id, created = f"chatcmpl-{run_id}", int(time.time())
         if req.stream:
             chunks = Chunks(completion_id, created, req.model)
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
             return Stream(
-                _stream(engine, service, run_id, chunks, include_usage),
+                _stream(service, run_id, chunks, include_usage),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Inline-Run-Id": run_id},
             )
         async for _event in _follow(service, run_id):
             pass
-        out = _outputs(engine, service, run_id)
+        out = _outputs(service, run_id)
         calls = tool_calls(out)
         message = Message(
             role="assistant",
@@ -170,7 +171,7 @@ class OpenAIController(Controller):
 
 
 async def _stream(
-    engine: Any, service: Any, run_id: str, chunks: Chunks, include_usage: bool
+    service: Any, run_id: str, chunks: Chunks, include_usage: bool
 ) -> AsyncIterator[bytes]:
     yield chunks.chunk(Delta(role="assistant", content=""))
     streamed = {"text": "", "thinking": ""}
@@ -185,7 +186,7 @@ async def _stream(
             streamed["thinking"] += piece
             yield chunks.chunk(Delta(reasoning_content=piece))
     try:
-        out = _outputs(engine, service, run_id)
+        out = _outputs(service, run_id)
     except OpenAIError as exc:
         yield b"data: " + msgspec.json.encode(exc.body()) + b"\n\n"
         yield DONE

@@ -25,27 +25,15 @@ from inline_core import (
 )
 from inline_registry import MergedRegistry, load_registry
 from inline_sdk import HANDLE_KINDS, Descriptor
-from inline_sdk.protocol import (
-    Arena,
-    HandleValue,
-    InlineBytes,
-    JsonValue,
-    MediaValue,
-    Region,
-    SegmentReader,
-    ShmRef,
-    TextValue,
-)
+from inline_sdk.protocol import HandleValue, InlineBytes, JsonValue, MediaValue, TextValue
 
 from .._errors import InlineHostError
 from .._settings import Settings
 from ..models._catalogs import ModelCatalogs, serve_descriptor
 from ..workers._supervisor import HostValue, Supervisor
 from ._blobs import BlobStore
+from ._slots import NodeSlots
 from ._store import TakeSource
-
-#: Host-held media up to this size travel inline in frames; larger ones via shared memory.
-INLINE_LIMIT = 8 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,13 +45,21 @@ class RunResult:
 
 
 class PackExecutor:
-    """The kernel's ``Executor``: sends planned nodes to their pack's worker."""
+    """The kernel's ``Executor``: sends planned nodes to their pack's worker, each call in one
+    of its node type's slots (``concurrency``), earlier runs (lower ``order``) first."""
 
     def __init__(self, supervisor: Supervisor) -> None:
         self.supervisor = supervisor
+        self.slots = NodeSlots()
 
     async def execute(
-        self, node: PlannedNode, inputs: dict[str, list[Any]], report: Any
+        self,
+        node: PlannedNode,
+        inputs: dict[str, list[Any]],
+        report: Any,
+        *,
+        order: int = 0,
+        on_start: Callable[[], None] | None = None,
     ) -> dict[str, Any]:
         wire: dict[str, list[Any]] = {}
         for port, values in inputs.items():
@@ -73,14 +69,17 @@ class PackExecutor:
                         f"Cannot pass a {hv.value.kind} handle from pack '{hv.pack}' to node "
                         f"'{node.id}' of pack '{node.pack}'"
                     )
-            wire[port] = [hv.value for hv in values]
+            wire[port] = list(values)
 
         def on_event(event: Any) -> None:
             report.progress(node.id, event)
 
-        return await self.supervisor.call(
-            node.pack, node.type, node.id, node.params, wire, on_event
-        )
+        async with self.slots.hold(node.type, node.descriptor.concurrency, order):
+            if on_start is not None:
+                on_start()
+            return await self.supervisor.call(
+                node.pack, node.type, node.id, node.params, wire, on_event
+            )
 
 
 class Engine:
@@ -100,11 +99,9 @@ class Engine:
         self.blobs = BlobStore(settings.blobs_dir)
         self.executor = PackExecutor(supervisor)
         self.catalogs = ModelCatalogs(settings.models_roots)
-        self._reader = SegmentReader()
+        self.bulk = supervisor.bulk
         self._file_hashes: dict[tuple[str, int, int], str] = {}
-        self._arena: Arena | None = None
         self._seen_lock = self._lock_stamp()
-        self._host_regions: dict[tuple[str, int], Region] = {}
 
     @classmethod
     @asynccontextmanager
@@ -135,8 +132,6 @@ class Engine:
                     yield engine
                 finally:
                     await supervisor.aclose()
-                    if engine._arena is not None:
-                        engine._arena.close()
                     tg.cancel_scope.cancel()
         except BaseExceptionGroup as group:
             # The engine's own tasks never fail; what arrives here is the caller's exception.
@@ -147,14 +142,10 @@ class Engine:
     # cache hygiene -------------------------------------------------------------------------------
     def _evicted(self, outputs: dict[str, Any]) -> None:
         for v in outputs.values():
-            data = v.value.data if isinstance(v, HostValue) and v.pack == "host" else None
-            if isinstance(data, ShmRef) and self._arena is not None:
-                region = self._host_regions.pop((data.segment, data.offset), None)
-                if region is not None:
-                    self._arena.free(region)
+            if isinstance(v, HostValue) and v.pack == "host" and isinstance(v.value, MediaValue):
+                self.bulk.free(v.value)
         values = [v for v in outputs.values() if isinstance(v, HostValue) and v.pack != "host"]
-        if values:
-            self.supervisor._tg.start_soon(self.supervisor.release, values)
+        self.supervisor.release_soon(values)
 
     def _worker_gone(self, pack: str, generation: int) -> None:
         """Outputs that lived in a dead worker are gone with it: forget them."""
@@ -260,7 +251,7 @@ class Engine:
 
     def _restore(self, node: PlannedNode, store: TakeSource) -> bool:
         ports = node.descriptor.outputs
-        if node.descriptor.output_kind is None or not ports:
+        if not ports:
             return False
         takes = {t.port: t for t in store.takes_for_key(node.key)}
         if any(p.id not in takes for p in ports):
@@ -272,29 +263,22 @@ class Engine:
                 data = self.blobs.read(take.hash)
             except InlineHostError:
                 return False
-            outputs[port.id] = HostValue(self._host_media(take.kind, take.ext, data), "host", 0)
+            if take.kind == "text":
+                value: Any = TextValue(text=data.decode("utf-8", "replace"))
+            else:
+                value = self.bulk.hold(take.kind, take.ext, data)
+            outputs[port.id] = HostValue(value, "host", 0)
         self.cache.put(node.key, outputs)
         return True
 
     def read_bytes(self, value: HostValue) -> bytes:
-        """The bytes of a media value (copied out of shared memory)."""
+        """The bytes of a media or text value (media copied out of shared memory)."""
         v = value.value
+        if isinstance(v, TextValue):
+            return v.text.encode("utf-8")
         if not isinstance(v, MediaValue):
             raise InlineHostError(f"not a media value: {type(v).__name__}")
-        if isinstance(v.data, InlineBytes):
-            return v.data.data
-        assert isinstance(v.data, ShmRef)
-        return bytes(self._reader.view(v.data))
-
-    def _host_media(self, kind: str, ext: str, data: bytes) -> MediaValue:
-        """Media the host itself holds: inline when small, else in the host's shared memory."""
-        if len(data) <= INLINE_LIMIT:
-            return MediaValue(kind=kind, ext=ext, data=InlineBytes(data=data))
-        if self._arena is None:
-            self._arena = Arena(f"inline-{os.getpid()}-host")
-        region = self._arena.put(data)
-        self._host_regions[region.segment, region.offset] = region
-        return MediaValue(kind=kind, ext=ext, data=region.ref())
+        return self.bulk.read(v)
 
     def _fingerprint(self, node: GraphNode) -> str | None:
         """Content hashes of files a node's params name by path (so edits invalidate caches)."""

@@ -1,18 +1,22 @@
-"""Runs as a service: durable submission, a FIFO queue, live state, events, takes and resume.
+"""Runs as a service: durable submission, a queue, concurrent execution, events, takes, resume.
 
 Every accepted run is stored (request included) before the response; after a restart, runs
 that were queued or running are queued again and re-planned, and every output already stored
-by cache key is reused, so only what is missing runs again.
+by cache key is reused, so only what is missing runs again. Up to ``settings.max_runs`` runs
+execute at once; a run waits for another only where both need the same node slot
+(``concurrency``), and there the earlier run goes first.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import hashlib
+import logging
 import secrets
+import sqlite3
 from collections import deque
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -25,22 +29,22 @@ from inline_core import (
     Plan,
     PlannedNode,
     RequestInvalid,
-    parse_request,
-    validate,
 )
-from inline_sdk.protocol import InlineBytes, MediaValue, Preview, Progress
+from inline_sdk.protocol import Preview, Progress, Stream
 
 from .._errors import InlineHostError, NodeError
-from ..workers._supervisor import HostValue
 from ._engine import Engine
-from ._events import Broadcaster, Subscriber
+from ._events import Subscriber
+from ._live import TERMINAL, LiveRun
 from ._store import RunStore, StoredRun, TakeRecord, now_ms
-from ._takes import TAKE_KINDS, TakeWriter
+from ._takes import TakeRecorder, TakeWriter, has_takes, take_bytes, take_ports
 from ._views import NodeState, RunError, RunState, RunSummary, Take
 
-TERMINAL = frozenset({"done", "error", "cancelled"})
-PROGRESS_INTERVAL = 0.1  # the contract's <= 10 progress events per second per run
-PREVIEW_INTERVAL = 0.25
+__all__ = ("TERMINAL", "Conflict", "LiveRun", "RunService")
+
+log = logging.getLogger("inline.runs")
+#: What a failing store raises (a full disk, a locked or broken database).
+STORAGE_ERRORS = (sqlite3.Error, OSError)
 
 
 class Conflict(InlineHostError):
@@ -80,115 +84,6 @@ def take_view(t: TakeRecord) -> Take:
     )
 
 
-class LiveRun:
-    """A run known to this process: its plan, live state and subscribers."""
-
-    def __init__(
-        self,
-        run_id: str,
-        request: dict[str, Any],
-        plan: Plan,
-        *,
-        client_run_id: str | None,
-        req_hash: str,
-        created_at: int,
-    ) -> None:
-        self.id = run_id
-        self.request = request
-        self.plan = plan
-        self.target = plan.target
-        self.client_run_id = client_run_id
-        self.request_hash = req_hash
-        self.created_at = created_at
-        self.status = "queued"
-        self.nodes = {n.id: NodeState(state="queued", fraction=0.0) for n in plan.nodes}
-        self.takes: list[Take] = []
-        self.error: RunError | None = None
-        self.events = Broadcaster()
-        self.settled = anyio.Event()
-        self.cancel_requested = False
-        self.scope: anyio.CancelScope | None = None
-        self.followers: list[LiveRun] = []
-        self._last_progress = 0.0
-        self._last_preview = 0.0
-        self.registry_version = ""
-        self.unsaved: StoredRun | None = None
-
-    @property
-    def finished(self) -> bool:
-        return self.status in TERMINAL
-
-    def fraction(self) -> float:
-        if self.status == "done":
-            return 1.0
-        if not self.nodes:
-            return 0.0
-        parts = [1.0 if s.state in ("done", "cached") else s.fraction for s in self.nodes.values()]
-        return sum(parts) / len(parts)
-
-    def state(self) -> RunState:
-        return RunState(
-            run_id=self.id,
-            status=self.status,
-            target=self.target,
-            fraction=self.fraction(),
-            nodes=self.nodes,
-            takes=list(self.takes),
-            error=self.error,
-        )
-
-    def add_takes(self, takes: list[Take]) -> None:
-        known = {t.id for t in self.takes}
-        self.takes.extend(t for t in takes if t.id not in known)
-
-    def publish(self, payload: dict[str, Any], coalesce: str | None = None) -> None:
-        self.events.publish({"type": payload.pop("type"), "runId": self.id, **payload}, coalesce)
-
-    # progress from the scheduler ----------------------------------------------------------
-    def on_progress(self, node_id: str, event: Progress) -> None:
-        state = self.nodes.get(node_id)
-        if state is None:
-            return
-        state.state = "running" if state.state == "queued" else state.state
-        state.fraction = event.fraction
-        state.phase = event.phase
-        if event.step is not None:
-            state.step, state.step_count = event.step, event.step_count
-        if event.status:
-            state.status = event.status
-        now = anyio.current_time()
-        if now - self._last_progress < PROGRESS_INTERVAL and event.fraction < 1.0:
-            return
-        self._last_progress = now
-        payload: dict[str, Any] = {
-            "type": "progress",
-            "nodeId": node_id,
-            "phase": event.phase,
-            "fraction": event.fraction,
-            "status": event.status,
-        }
-        if event.step is not None:
-            payload["step"], payload["stepCount"] = event.step, event.step_count
-        self.publish(payload, coalesce=f"progress:{node_id}")
-
-    def on_preview(self, node_id: str, event: Preview) -> None:
-        now = anyio.current_time()
-        if now - self._last_preview < PREVIEW_INTERVAL or not isinstance(
-            event.image.data, InlineBytes
-        ):
-            return
-        self._last_preview = now
-        data = base64.b64encode(event.image.data.data).decode()
-        self.publish(
-            {
-                "type": "preview",
-                "nodeId": node_id,
-                "image": f"data:image/{event.image.ext};base64,{data}",
-            },
-            coalesce=f"preview:{node_id}",
-        )
-
-
 class _Listener:
     """The kernel's RunListener for one live run."""
 
@@ -197,27 +92,28 @@ class _Listener:
         self.run = run
 
     def node_started(self, node: PlannedNode) -> None:
-        pass
+        pass  # running once it holds its slot (the executor says so)
 
     def node_progress(self, node_id: str, event: Any) -> None:
-        if isinstance(event, Progress):
+        if isinstance(event, Stream):
+            self.run.on_stream(node_id, event)
+        elif isinstance(event, Progress):
             self.run.on_progress(node_id, event)
         elif isinstance(event, Preview):
             self.run.on_preview(node_id, event)
 
     def node_finished(self, node: PlannedNode, outputs: dict[str, Any], cached: bool) -> None:
-        if node.descriptor.output_kind is None:
+        run = self.run
+        run.node_finished(node.id, cached)
+        if not has_takes(node, is_target=node.id == run.target):
             return  # take-less nodes are never announced (contract 4.2)
-        records = self.service.store.takes_for_key(node.key)
+        recorder = self.service.recorder
+        records = recorder.reuse(run.id, node) if cached else recorder.store.takes_for_key(node.key)
         if not records:
             return
         takes = [take_view(t) for t in records]
-        if cached:
-            self.service.store.link_takes(self.run.id, [t.id for t in takes])
-        state = self.run.nodes[node.id]
-        state.state, state.fraction = ("cached", 1.0) if cached else ("done", 1.0)
-        self.run.add_takes(takes)
-        self.run.publish(
+        run.add_takes(takes)
+        run.publish(
             {
                 "type": "node_done",
                 "nodeId": node.id,
@@ -228,7 +124,7 @@ class _Listener:
 
 
 class _TakingExecutor:
-    """Runs a node through the engine, then stores its media outputs as takes (durably)."""
+    """Runs a node through the engine, in its node slot, then records its takes (durably)."""
 
     def __init__(self, service: RunService, run: LiveRun) -> None:
         self.service = service
@@ -237,51 +133,37 @@ class _TakingExecutor:
     async def execute(
         self, node: PlannedNode, inputs: dict[str, list[Any]], report: Any
     ) -> dict[str, Any]:
-        engine = self.service.engine
-        outputs = await engine.executor.execute(node, inputs, report)
-        if node.descriptor.output_kind is not None:
-            media = {
-                port: hv
-                for port, hv in outputs.items()
-                if isinstance(hv.value, MediaValue) and hv.value.kind in TAKE_KINDS
-            }
-            if media:
-                records = await anyio.to_thread.run_sync(self._write, node, media)
-                self.service.store.add_takes(self.run.id, records)
-        return outputs
-
-    def _write(self, node: PlannedNode, media: dict[str, HostValue]) -> list[TakeRecord]:
-        engine = self.service.engine
-        records = []
-        for port, hv in media.items():
-            value = hv.value
-            assert isinstance(value, MediaValue)
-            records.append(
-                self.service.writer.write(
-                    run_id=self.run.id,
-                    node_id=node.id,
-                    node_type=node.type,
-                    cache_key=node.key,
-                    port=port,
-                    value=value,
-                    data=engine.read_bytes(hv),
-                    params=node.params,
-                    graph=self.run.request.get("graph"),
-                )
+        service, run = self.service, self.run
+        outputs = await service.engine.executor.execute(
+            node, inputs, report, order=run.order, on_start=lambda: run.node_running(node.id)
+        )
+        ports = take_ports(node, outputs, is_target=node.id == run.target)
+        if ports:
+            read = service.engine.bulk.read
+            values = {port: take_bytes(outputs[port].value, read) for port in ports}
+            graph = run.request.get("graph")
+            await anyio.to_thread.run_sync(
+                lambda: service.recorder.record(run.id, node, values, graph)
             )
-        return records
+        return outputs
 
 
 class RunService:
     """Accepts, stores, queues, executes and reports runs."""
 
     def __init__(
-        self, engine: Engine, store: RunStore, *, max_concurrent: int = 1, keep_finished: int = 2000
+        self,
+        engine: Engine,
+        store: RunStore,
+        *,
+        max_concurrent: int | None = None,
+        keep_finished: int = 2000,
     ) -> None:
         self.engine = engine
         self.store = store
         settings = engine.settings
-        self.writer = TakeWriter(engine.blobs, settings.data_dir / "takes", settings.cwd)
+        writer = TakeWriter(engine.blobs, settings.data_dir / "takes", settings.cwd)
+        self.recorder = TakeRecorder(writer, store)
         self.runs: dict[str, LiveRun] = {}
         self.queue: deque[LiveRun] = deque()
         self._queued = anyio.Event()
@@ -289,9 +171,11 @@ class RunService:
         self._finished: deque[str] = deque()  # finished runs kept in memory, oldest first
         self.keep_finished = keep_finished
         self._inflight_targets: dict[str, LiveRun] = {}
-        self._max = max(1, max_concurrent)
+        self._max = max(1, max_concurrent if max_concurrent is not None else settings.max_runs)
         self._tg: anyio.abc.TaskGroup | None = None
         self.on_settled: Callable[[LiveRun], None] | None = None
+        #: Why the store is failing now (None while it works): health reports it.
+        self.storage_error: str | None = None
 
     # lifecycle --------------------------------------------------------------------------------
     async def start(self, tg: anyio.abc.TaskGroup) -> int:
@@ -314,6 +198,8 @@ class RunService:
                 )
                 continue
             self.runs[run.id] = run
+            if run.client_run_id is not None:
+                self._client_ids[run.client_run_id] = (run.id, run.request_hash)
             self._enqueue(run)
             resumed += 1
         for i in range(self._max):
@@ -350,12 +236,14 @@ class RunService:
         req_hash = request_hash(graph_doc, target)
         client = body.get("clientRunId")
         client_key = None if client is None else msgspec.json.encode(client).decode()
-        if client_key is not None and client_key in self._client_ids:
-            existing_id, existing_hash = self._client_ids[client_key]
-            if existing_hash == req_hash:
-                state = self.state(existing_id)
-                return existing_id, state.status if state else "queued", False
-            raise Conflict(f"clientRunId {client!r} was reused with a different graph.")
+        if client_key is not None:
+            seen = self._client_ids.get(client_key) or self.store.find_client_run(client_key)
+            if seen is not None:
+                existing_id, existing_hash = seen
+                if existing_hash == req_hash:
+                    state = self.state(existing_id)
+                    return existing_id, state.status if state else "queued", False
+                raise Conflict(f"clientRunId {client!r} was reused with a different graph.")
         stored_request = {"graph": self._with_resolved_seeds(graph_doc, planned), "target": target}
         run = LiveRun(
             new_run_id(),
@@ -376,16 +264,20 @@ class RunService:
             request_hash=req_hash,
             created_at=run.created_at,
         )
-        self.runs[run.id] = run
-        if client_key is not None:
-            self._client_ids[client_key] = (run.id, req_hash)
         if planned.node(target).key in self.engine.cache:
+            self._remember(run)
             run.unsaved = row  # written once, settled, by _settle
             await self._execute(run)
             return run.id, run.status, True
         self.store.add_run(row)
+        self._remember(run)
         self._enqueue(run)
         return run.id, run.status, True
+
+    def _remember(self, run: LiveRun) -> None:
+        self.runs[run.id] = run
+        if run.client_run_id is not None:
+            self._client_ids[run.client_run_id] = (run.id, run.request_hash)
 
     def _with_resolved_seeds(self, graph: dict[str, Any], planned: Plan) -> dict[str, Any]:
         """The graph with random seeds replaced by the ones drawn, so a resume redraws none."""
@@ -402,11 +294,11 @@ class RunService:
         return {**graph, "nodes": nodes}
 
     def _enqueue(self, run: LiveRun) -> None:
-        leader = self._inflight_targets.get(run.plan.node(run.target).key)
+        leader = self._inflight_targets.get(run.target_key)
         if leader is not None and not leader.finished and leader is not run:
             leader.followers.append(run)  # identical work in flight: settle right after it
             return
-        self._inflight_targets[run.plan.node(run.target).key] = run
+        self._inflight_targets[run.target_key] = run
         self.queue.append(run)
         self._queued.set()
 
@@ -422,11 +314,13 @@ class RunService:
         return stored_state(stored, [take_view(t) for t in self.store.run_takes(run_id)])
 
     def live(self) -> list[RunSummary]:
-        """Unfinished runs in submission order with their queue positions."""
-        out, position = [], 0
-        for run in sorted(
-            (r for r in self.runs.values() if not r.finished), key=lambda r: r.created_at
-        ):
+        """Unfinished runs in submission order; queued ones with their 0-based position in the
+        queue (0 starts next)."""
+        positions = {run.id: i for i, run in enumerate(self.queue)}
+        for follower in (f for r in self.runs.values() for f in r.followers):
+            positions.setdefault(follower.id, len(positions))
+        out = []
+        for run in sorted((r for r in self.runs.values() if not r.finished), key=lambda r: r.order):
             queued = run.status == "queued"
             out.append(
                 RunSummary(
@@ -434,27 +328,65 @@ class RunService:
                     status=run.status,
                     target=run.target,
                     fraction=run.fraction(),
-                    queue_position=position if queued else None,
+                    queue_position=positions.get(run.id) if queued else None,
                 )
             )
-            position += queued
         return out
 
-    def cancel(self, run_id: str) -> bool:
-        """Ask a run to stop (settles queued runs at once); False for runs not in memory."""
+    def load(self) -> dict[str, Any]:
+        """Runs executing and queued now, the most at once, and node slots with waiters."""
+        running = sum(1 for r in self.runs.values() if r.status == "running")
+        return {
+            "running": running,
+            "queued": len(self.queue),
+            "maxRuns": self._max,
+            "waitingForSlots": self.engine.executor.slots.waiting(),
+        }
+
+    async def refresh(self) -> None:
+        """Pick up packs installed from the CLI while serving (before validating a graph)."""
+        await self.engine.refresh()
+
+    def history(self, *, node_id: str | None, run_id: str | None, limit: int) -> list[Take]:
+        """Take history, newest first."""
+        records = self.store.history(node_id=node_id, run_id=run_id, limit=limit)
+        return [take_view(t) for t in records]
+
+    def take(self, take_id: str) -> TakeRecord | None:
+        """A stored take."""
+        return self.store.get_take(take_id)
+
+    def take_file(self, record: TakeRecord) -> Path | None:
+        """The file holding a take's bytes, if present."""
+        path = self.engine.blobs.path(record.hash)
+        return path if path.is_file() else None
+
+    def put_asset(self, data: bytes) -> str:
+        """Store uploaded bytes as an input asset (content-addressed); its id."""
+        return self.engine.blobs.put_bytes(data)
+
+    def cancel(self, run_id: str) -> str | None:
+        """Ask a run to stop (settles queued runs at once); the run's status after the request,
+        or None for a run this process does not know."""
         run = self.runs.get(run_id)
         if run is None:
-            return False
+            stored = self.store.get_run(run_id)
+            return None if stored is None else stored.status
         if run.finished:
-            return True
+            return run.status
         run.cancel_requested = True
+        with contextlib.suppress(*STORAGE_ERRORS):
+            self.store.mark_cancelled(run.id)  # a restart must not resume it
         if run.status == "queued":
             with contextlib.suppress(ValueError):
                 self.queue.remove(run)
+            for leader in self.runs.values():
+                if run in leader.followers:
+                    leader.followers.remove(run)
             self._settle(run, "cancelled")
         elif run.scope is not None:
             run.scope.cancel()
-        return True
+        return "cancelled"
 
     def subscribe(self, run_id: str) -> tuple[Subscriber | None, RunState] | None:
         """A subscription (None once finished) and the snapshot, registered in that order."""
@@ -483,15 +415,26 @@ class RunService:
                     await self._execute(follower)
 
     async def _execute(self, run: LiveRun) -> None:
+        """Run ``run`` to its end. Never raises: whatever happens ends this run, not the
+        executor."""
+        try:
+            await self._attempt(run)
+        except Exception as exc:  # a bug of ours, or the store failing while settling
+            log.exception("run %s: settling failed", run.id)
+            if not run.finished:
+                run.error = RunError(None, f"{type(exc).__name__}: {exc}")
+                self._settle(run, "error")
+
+    async def _attempt(self, run: LiveRun) -> None:
         if run.cancel_requested:
             self._settle(run, "cancelled")
             return
         run.status = "running"
         run.publish({"type": "run_started"})
+        failed: str | None = None
         try:
             if run.registry_version != self.engine.registry.version:
-                graph, target = parse_request(run.request)
-                validate(graph, target, self.engine.registry)  # nodes changed since submit
+                self._replan(run)  # nodes changed since submit: new versions, new cache keys
             self.engine.restore_stored(run.plan, self.store)
             with anyio.CancelScope() as scope:
                 run.scope = scope
@@ -499,28 +442,50 @@ class RunService:
                     run.plan, _Listener(self, run), executor=_TakingExecutor(self, run)
                 )
             if scope.cancelled_caught:
+                run.close_nodes()
                 self._settle(run, "cancelled")
             else:
+                run.close_nodes()
                 self._settle(run, "done")
         except DocumentInvalid as exc:
             run.error = RunError(exc.node_id, str(exc))
+            run.close_nodes()
             self._settle(run, "error")
         except (InlineCoreError, InlineHostError) as exc:
             node_id = exc.node_id if isinstance(exc, NodeFailed) else None
-            if node_id is not None and node_id in run.nodes:
-                run.nodes[node_id].state = "error"
+            failed = node_id if node_id in run.nodes else None
             run.error = RunError(node_id, _message(exc))
+            run.close_nodes(failed)
             self._settle(run, "error")
-        except Exception as exc:  # a bug of ours must not kill the queue
-            run.error = RunError(None, f"{type(exc).__name__}: {exc}")
+        except STORAGE_ERRORS as exc:
+            run.error = RunError(None, f"Storage failed: {exc}")
+            run.close_nodes()
             self._settle(run, "error")
         finally:
             run.scope = None
 
+    def _replan(self, run: LiveRun) -> None:
+        old_key = run.target_key
+        run.use_plan(self.engine.prepare(run.request))
+        run.registry_version = self.engine.registry.version
+        if self._inflight_targets.get(old_key) is run:
+            del self._inflight_targets[old_key]
+            self._inflight_targets[run.target_key] = run
+
     def _settle(self, run: LiveRun, status: str) -> None:
+        """End ``run`` as ``status``: durably when the store works, in memory always."""
         run.status = status
         state = run.state()
-        self.store.settle(run.id, status, msgspec.to_builtins(state), new=run.unsaved)
+        try:
+            self.store.settle(run.id, status, msgspec.to_builtins(state), new=run.unsaved)
+        except STORAGE_ERRORS as exc:
+            self.storage_error = f"{type(exc).__name__}: {exc}"
+            log.error("run %s: cannot store its end (%s)", run.id, self.storage_error)
+            if status != "error":
+                run.status = status = "error"
+                run.error = RunError(None, f"The run's result could not be stored: {exc}")
+        else:
+            self.storage_error = None
         run.unsaved = None
         if status == "done":
             run.publish({"type": "run_done"})
@@ -529,9 +494,8 @@ class RunService:
         else:
             err = run.error or RunError(None, "The run ended without a result.")
             run.publish({"type": "error", "message": err.message, "nodeId": err.node_id})
-        key = run.plan.node(run.target).key
-        if self._inflight_targets.get(key) is run:
-            del self._inflight_targets[key]
+        if self._inflight_targets.get(run.target_key) is run:
+            del self._inflight_targets[run.target_key]
         run.settled.set()
         if self.on_settled is not None:
             self.on_settled(run)

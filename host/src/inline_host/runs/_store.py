@@ -32,6 +32,7 @@ CREATE TABLE IF NOT EXISTS runs (
     finished_at INTEGER
 );
 CREATE INDEX IF NOT EXISTS runs_status ON runs(status);
+CREATE INDEX IF NOT EXISTS runs_client ON runs(client_run_id);
 CREATE TABLE IF NOT EXISTS takes (
     take_id TEXT PRIMARY KEY,
     run_id TEXT NOT NULL,
@@ -55,6 +56,10 @@ CREATE TABLE IF NOT EXISTS run_takes (
     PRIMARY KEY (run_id, take_id)
 );
 """
+
+
+#: How long a write waits for a lock held by another connection before it fails.
+BUSY_TIMEOUT_S = 5.0
 
 
 class TakeRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -103,7 +108,10 @@ class RunStore:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         self.path = path
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._db = sqlite3.connect(
+            path, check_same_thread=False, isolation_level=None, timeout=BUSY_TIMEOUT_S
+        )
+        self._db.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA foreign_keys=ON")
@@ -120,7 +128,13 @@ class RunStore:
             except BaseException:
                 self._db.execute("ROLLBACK")
                 raise
-            self._db.execute("COMMIT")
+            try:
+                self._db.execute("COMMIT")
+            except sqlite3.Error:
+                # a failed commit (disk full, I/O error) leaves the transaction open
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise
 
     def close(self) -> None:
         """Close the database."""
@@ -160,6 +174,25 @@ class RunStore:
                 "UPDATE runs SET status = ?, state = ?, finished_at = ? WHERE run_id = ?",
                 (status, self._enc.encode(state), now_ms(), run_id),
             )
+
+    def mark_cancelled(self, run_id: str) -> None:
+        """Record an accepted cancel at once, so that a restart does not resume the run."""
+        with self._tx() as db:
+            db.execute(
+                "UPDATE runs SET status = 'cancelled', finished_at = ? WHERE run_id = ?"
+                " AND status IN ('queued', 'running')",
+                (now_ms(), run_id),
+            )
+
+    def find_client_run(self, client_run_id: str) -> tuple[str, str] | None:
+        """(run id, request hash) of the newest run submitted with ``client_run_id``."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT run_id, request_hash FROM runs WHERE client_run_id = ?"
+                " ORDER BY seq DESC LIMIT 1",
+                (client_run_id,),
+            ).fetchone()
+        return (row[0], row[1]) if row else None
 
     def get_run(self, run_id: str) -> StoredRun | None:
         """A run by id."""

@@ -1,4 +1,9 @@
-"""Turning a node's media outputs into immutable takes: bytes in the blob store, a row each."""
+"""Turning a node's outputs into immutable takes: bytes in the blob store, a row each.
+
+This is the one place that decides which outputs become takes and records them: the outputs of
+a run's **target** that are media or text always do; other nodes' outputs as their output kind
+says (media for ``image``/``video``/``audio``, text for ``text``).
+"""
 
 from __future__ import annotations
 
@@ -11,12 +16,15 @@ import zlib
 from pathlib import Path
 from typing import Any, Final
 
-from inline_sdk.protocol import MediaValue
+from inline_core import PlannedNode
+from inline_sdk.protocol import MediaValue, TextValue
 
+from ..workers import HostValue
 from ._blobs import BlobStore
-from ._store import TakeRecord, now_ms
+from ._store import RunStore, TakeRecord, now_ms
 
-TAKE_KINDS: Final = frozenset({"image", "video", "audio"})
+#: Media kinds whose values become takes.
+MEDIA_TAKE_KINDS: Final = frozenset({"image", "video", "audio"})
 PNG_MAGIC: Final = b"\x89PNG\r\n\x1a\n"
 
 
@@ -52,18 +60,19 @@ class TakeWriter:
         node_type: str,
         cache_key: str,
         port: str,
-        value: MediaValue,
+        kind: str,
+        ext: str,
         data: bytes,
         params: dict[str, Any],
         graph: dict[str, Any] | None,
     ) -> TakeRecord:
-        """Store one media output as a take."""
-        if value.ext == "png":
+        """Store one output's bytes as a take."""
+        if ext == "png":
             recipe = {"node": node_id, "type": node_type, "params": params, "graph": graph}
             data = png_with_text(data, "inline", json.dumps(recipe, separators=(",", ":")))
         bid = self.blobs.put_bytes(data)
         take_id = new_take_id()
-        path = self.takes_dir / f"{take_id}.{value.ext}"
+        path = self.takes_dir / f"{take_id}.{ext}"
         self._link(self.blobs.path(bid), path)
         try:
             uri = str(path.relative_to(self.cwd))
@@ -74,8 +83,8 @@ class TakeWriter:
             run_id=run_id,
             node_id=node_id,
             port=port,
-            kind=value.kind,
-            ext=value.ext,
+            kind=kind,
+            ext=ext,
             uri=uri,
             hash=bid,
             params=params,
@@ -94,3 +103,73 @@ class TakeWriter:
         except OSError:
             tmp.write_bytes(blob.read_bytes())
         os.replace(tmp, path)
+
+
+def take_ports(node: PlannedNode, outputs: dict[str, Any], *, is_target: bool) -> list[str]:
+    """The output ports of ``node`` whose values become takes."""
+    kind = node.descriptor.output_kind
+    ports = []
+    for port, hv in outputs.items():
+        value = hv.value if isinstance(hv, HostValue) else None
+        is_media = isinstance(value, MediaValue) and value.kind in MEDIA_TAKE_KINDS
+        is_text = isinstance(value, TextValue)
+        if (is_target and (is_media or is_text)) or (
+            kind is not None and ((is_media and kind != "text") or (is_text and kind == "text"))
+        ):
+            ports.append(port)
+    return ports
+
+
+def has_takes(node: PlannedNode, *, is_target: bool) -> bool:
+    """Whether ``node`` may produce takes at all (else it is never announced by ``node_done``)."""
+    return is_target or node.descriptor.output_kind is not None
+
+
+class TakeRecorder:
+    """Writes a node's take-worthy outputs durably and links them to their run."""
+
+    def __init__(self, writer: TakeWriter, store: RunStore) -> None:
+        self.writer = writer
+        self.store = store
+
+    def record(
+        self,
+        run_id: str,
+        node: PlannedNode,
+        values: dict[str, tuple[str, str, bytes]],
+        graph: dict[str, Any] | None,
+    ) -> list[TakeRecord]:
+        """Store ``values`` (port -> kind, ext, bytes) as takes of ``run_id`` (blocking I/O)."""
+        records = [
+            self.writer.write(
+                run_id=run_id,
+                node_id=node.id,
+                node_type=node.type,
+                cache_key=node.key,
+                port=port,
+                kind=kind,
+                ext=ext,
+                data=data,
+                params=node.params,
+                graph=graph,
+            )
+            for port, (kind, ext, data) in values.items()
+        ]
+        if records:
+            self.store.add_takes(run_id, records)
+        return records
+
+    def reuse(self, run_id: str, node: PlannedNode) -> list[TakeRecord]:
+        """The takes stored for ``node``'s cache key, linked to ``run_id`` (a cache hit)."""
+        records = self.store.takes_for_key(node.key)
+        if records:
+            self.store.link_takes(run_id, [t.id for t in records])
+        return records
+
+
+def take_bytes(value: Any, read: Any) -> tuple[str, str, bytes]:
+    """(kind, ext, bytes) of an output value; ``read`` copies media bytes out."""
+    if isinstance(value, TextValue):
+        return "text", "txt", value.text.encode("utf-8")
+    assert isinstance(value, MediaValue)
+    return value.kind, value.ext, read(value)

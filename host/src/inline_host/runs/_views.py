@@ -8,7 +8,12 @@ import msgspec
 
 
 class NodeState(msgspec.Struct, kw_only=True, omit_defaults=True, rename="camel"):
-    """One closure node's state in a run (contract 4.4)."""
+    """One closure node's state in a run (contract 4.4).
+
+    ``state`` is ``queued``, ``running``, ``done``, ``cached``, ``error``, and at the end of a
+    run ``cancelled`` or ``skipped`` (never needed, or upstream failed). ``partial`` (our
+    addition) holds the text each output streamed so far, while the node runs.
+    """
 
     state: str
     fraction: float
@@ -16,6 +21,7 @@ class NodeState(msgspec.Struct, kw_only=True, omit_defaults=True, rename="camel"
     step: int | None = None
     step_count: int | None = None
     status: str | None = None
+    partial: dict[str, str] | None = None
 
 
 class RunError(msgspec.Struct, frozen=True, rename="camel"):

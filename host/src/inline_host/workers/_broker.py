@@ -10,7 +10,6 @@ before anything loads.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -21,7 +20,6 @@ from inline_core import Budget, Component, Estimate, Inventory, Placement, place
 from inline_core._policy import GPU_RESERVE, RAM_SHARE, Profile
 from inline_sdk.protocol import ComponentPlan, HeldModel, Holding, PlaceAsk, Placed
 
-from ..models._fit import budget_from_env
 from ._inventory import probe
 
 #: How long the broker waits for a worker to report after it was asked to evict.
@@ -54,13 +52,13 @@ class Broker:
     ) -> None:
         self.inventory = inventory if inventory is not None else probe()
         default = "gpu-max" if self.inventory.gpus else "cpu"
-        chosen = profile or os.environ.get("INLINE_PROFILE") or default
+        chosen = profile or default
         if chosen not in PROFILES:
             raise ValueError(
                 f"INLINE_PROFILE={chosen!r} is not a profile: use one of {', '.join(PROFILES)}"
             )
         self.profile: Profile = cast(Profile, chosen)
-        self.budget = budget if budget is not None else budget_from_env()
+        self.budget = budget if budget is not None else Budget()
         self._workers: dict[str, WorkerLedger] = {}
         self._evictors: dict[str, EvictFn] = {}
         self._plans: dict[tuple[str, str], dict[str, Any]] = {}

@@ -1,4 +1,5 @@
-"""Test nodes: echo, noise, wait for cancel, fail, hang, crash, meet in parallel, big blobs."""
+"""Test nodes: echo, noise, wait for cancel, fail, hang, crash, meet in parallel, big blobs,
+streamed text, sleep."""
 
 import ctypes
 import gc
@@ -73,7 +74,7 @@ def segfault(ctx: Context) -> Annotated[str, Output("text", "Text")]:
     return "unreachable"
 
 
-@node("testpack/meet", title="Meet", category="Test")
+@node("testpack/meet", title="Meet", category="Test", concurrency=8)
 def meet(
     ctx: Context,
     *,
@@ -152,6 +153,41 @@ def spam(
     return Image(b"\x89PNG\r\n\x1a\nspam" + str(events).encode())
 
 
+@node("testpack/stream", title="Stream text", category="Test", output_kind="text")
+def stream(
+    ctx: Context,
+    *,
+    words: Annotated[int, Param("Words", min=0)] = 10,
+    hold_after: Annotated[int, Param("Hold after", min=-1)] = -1,
+    gate: Annotated[str, Param("Gate file")] = "",
+) -> Annotated[str, Output("text", "Text")]:
+    """Streams ``words`` tokens; after ``hold_after`` of them, waits until ``gate`` exists (so a
+    test can connect a reader mid-stream) or the call is cancelled."""
+    out = []
+    for i in range(words):
+        if i == hold_after and gate:
+            while not os.path.exists(gate):
+                if ctx.wait_cancelled(0.01):
+                    ctx.check_cancelled()
+        piece = f"w{i} " if i % 3 else f"wörd{i}\n"
+        out.append(piece)
+        ctx.stream("text", piece)
+    return "".join(out)
+
+
+@node("testpack/sleep", title="Sleep", category="Test")
+def sleep(
+    ctx: Context,
+    *,
+    seconds: Annotated[float, Param("Seconds", min=0)] = 3.0,
+    tag: Annotated[str, Param("Tag")] = "",
+) -> Annotated[str, Output("text", "Text")]:
+    """A slow node that honours cancel: the benchmarks' slow run."""
+    if ctx.wait_cancelled(seconds):
+        ctx.check_cancelled()
+    return f"slept {seconds} ({tag})"
+
+
 @hookimpl
 def inline_nodes() -> list[NodeSpec]:
     return [
@@ -168,4 +204,6 @@ def inline_nodes() -> list[NodeSpec]:
         live_models,
         preview,
         spam,
+        stream,
+        sleep,
     ]

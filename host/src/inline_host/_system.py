@@ -1,0 +1,104 @@
+"""The engine's health as a service: devices, memory, workers, storage, versions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+import msgspec
+from inline_sdk import SDK_VERSION
+from inline_sdk.protocol import PROTOCOL
+
+from ._settings import Settings
+from .models._fit import budget_of
+from .runs._engine import Engine
+from .runs._service import RunService
+from .workers._inventory import probe
+
+MB = 1 << 20
+
+
+class Health(msgspec.Struct, frozen=True, rename="camel"):
+    ok: bool
+    api_version: str
+    schema_versions: dict[str, int]
+    registry_version: str
+    device: dict[str, Any]
+    workers: dict[str, Any]
+    #: The memory broker: budget per device, what each worker holds, each model's plan.
+    memory: dict[str, Any] = {}
+    #: Runs executing and waiting, and node slots with calls waiting.
+    runs: dict[str, Any] = {}
+    #: Why the engine is not ok (storage failing...), when it is not.
+    reason: str | None = None
+    version: dict[str, Any] = {}
+
+
+class SystemService:
+    """Answers ``/v1/health``."""
+
+    def __init__(self, engine: Engine, runs: RunService, settings: Settings) -> None:
+        self._engine = engine
+        self._runs = runs
+        self._settings = settings
+
+    async def health(self) -> Health:
+        engine, settings = self._engine, self._settings
+        inventory = await anyio.to_thread.run_sync(probe)
+        budget = budget_of(settings)
+        profile = settings.profile or ("gpu-max" if inventory.gpus else "cpu")
+        gpu = inventory.gpus[0] if inventory.gpus else None
+        vram_budget = None
+        if gpu is not None:
+            vram_budget = (budget.vram_bytes or gpu.total_bytes) // MB
+        device = {
+            "kind": "cuda" if gpu is not None and profile != "cpu" else "cpu",
+            "profile": profile,
+            "vramBudgetMb": vram_budget,
+            "vramFreeMb": None if gpu is None else gpu.free_bytes // MB,
+            "ramFreeMb": inventory.ram_free_bytes // MB,
+            "ramTotalMb": inventory.ram_total_bytes // MB,
+            "gpus": [
+                {
+                    "index": g.index,
+                    "name": g.name,
+                    "totalMb": g.total_bytes // MB,
+                    "freeMb": g.free_bytes // MB,
+                    "bf16": g.bf16,
+                }
+                for g in inventory.gpus
+            ],
+        }
+        workers = {
+            pack: {
+                "pid": w.pid,
+                "generation": w.generation,
+                "callsInFlight": len(w.running),
+                **w.describe(),
+            }
+            for pack, w in engine.supervisor.workers().items()
+        }
+        storage = self._runs.storage_error
+        return Health(
+            ok=storage is None,
+            api_version="v1",
+            schema_versions={"min": 1, "max": 1},
+            registry_version=engine.registry_version(),
+            device=device,
+            workers=workers,
+            memory=engine.supervisor.broker.snapshot(),
+            runs=self._runs.load(),
+            reason=None if storage is None else f"storage is failing: {storage}",
+            version=versions(),
+        )
+
+
+def versions() -> dict[str, Any]:
+    """The engine's, the SDK's and the protocol's versions."""
+    from importlib import metadata
+
+    try:
+        engine = metadata.version("inline-host")
+    except metadata.PackageNotFoundError:
+        engine = "0+unknown"
+    return {"engine": engine, "sdk": SDK_VERSION, "protocol": PROTOCOL}

@@ -1,0 +1,79 @@
+"""Node descriptors and models as a service: what the API's models and fit routes ask."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+from inline_sdk import Descriptor
+
+from .._settings import Settings
+from ..runs._engine import Engine
+from ._catalogs import CATEGORIES, UnsafeName
+from ._fit import budget_of, fit, fit_answer, inventory_for
+
+
+class UnknownModel(LookupError):
+    """A ``<category>/<name>`` that names no model file."""
+
+
+class ModelsService:
+    """Descriptors as served now (pickers filled from the models dir), and the fit answer."""
+
+    def __init__(self, engine: Engine, settings: Settings) -> None:
+        self._engine = engine
+        self._settings = settings
+
+    async def refresh(self) -> None:
+        """Pick up packs installed from the CLI while serving."""
+        await self._engine.refresh()
+
+    def registry_version(self) -> str:
+        return self._engine.registry_version()
+
+    def descriptors(self) -> list[Descriptor]:
+        return self._engine.descriptors()
+
+    def descriptor(self, node_type: str) -> Descriptor | None:
+        return self._engine.descriptor(node_type)
+
+    def find(self, ref: str) -> Path:
+        """The file ``<category>/<name>`` names; raises ``UnknownModel`` or ``UnsafeName``."""
+        category, _, name = ref.partition("/")
+        found = self._engine.catalogs.find(category, name) if category in CATEGORIES else None
+        if found is None:
+            raise UnknownModel(
+                f"No model '{ref}' (expected <category>/<name>, e.g. "
+                "diffusion_models/model.safetensors)."
+            )
+        return found
+
+    async def fit(
+        self,
+        refs: list[str],
+        *,
+        vram_gb: float | None,
+        ram_gb: float | None,
+        gpus: int | None,
+        width: int,
+        height: int,
+    ) -> dict[str, Any]:
+        """Will these files run here, and how (raises ``HeaderError`` on a bad file)."""
+        paths = [self.find(ref) for ref in refs]
+        inventory = inventory_for(vram_gb, ram_gb, gpus)
+        settings = self._settings
+        placement, estimate = await anyio.to_thread.run_sync(
+            lambda: fit(
+                paths,
+                inventory,
+                profile=settings.profile or "gpu-max",
+                budget=budget_of(settings),
+                width=width,
+                height=height,
+            )
+        )
+        return fit_answer(placement, estimate)
+
+
+__all__ = ("ModelsService", "UnknownModel", "UnsafeName")

@@ -1,0 +1,193 @@
+"""A run known to this process: its plan, live state, streamed text and event subscribers."""
+
+from __future__ import annotations
+
+import base64
+import itertools
+from typing import Any
+
+import anyio
+from inline_core import Plan
+from inline_sdk.protocol import InlineBytes, Preview, Progress, Stream
+
+from ._events import Broadcaster
+from ._store import StoredRun
+from ._views import NodeState, RunError, RunState, Take
+
+TERMINAL = frozenset({"done", "error", "cancelled"})
+PROGRESS_INTERVAL = 0.1  # the contract's <= 10 progress events per second per run
+PREVIEW_INTERVAL = 0.25
+_order = itertools.count()
+
+
+class LiveRun:
+    """A run's live state. ``order`` ranks runs for node slots (earlier runs first)."""
+
+    def __init__(
+        self,
+        run_id: str,
+        request: dict[str, Any],
+        plan: Plan,
+        *,
+        client_run_id: str | None,
+        req_hash: str,
+        created_at: int,
+    ) -> None:
+        self.id = run_id
+        self.request = request
+        self.order = next(_order)
+        self.client_run_id = client_run_id
+        self.request_hash = req_hash
+        self.created_at = created_at
+        self.status = "queued"
+        self.takes: list[Take] = []
+        self.error: RunError | None = None
+        self.events = Broadcaster()
+        self.settled = anyio.Event()
+        self.cancel_requested = False
+        self.scope: anyio.CancelScope | None = None
+        self.followers: list[LiveRun] = []
+        self.registry_version = ""
+        self.unsaved: StoredRun | None = None
+        self._last_progress = 0.0
+        self._last_preview = 0.0
+        self.plan = plan
+        self.nodes: dict[str, NodeState] = {}
+        self.use_plan(plan)
+
+    def use_plan(self, plan: Plan) -> None:
+        """Adopt ``plan`` (at creation, or re-planned after a registry change)."""
+        self.plan = plan
+        self.target = plan.target
+        self.nodes = {n.id: NodeState(state="queued", fraction=0.0) for n in plan.nodes}
+
+    @property
+    def target_key(self) -> str:
+        """The cache key of the run's target (what identical runs share)."""
+        return self.plan.node(self.target).key
+
+    @property
+    def finished(self) -> bool:
+        return self.status in TERMINAL
+
+    def fraction(self) -> float:
+        if self.status == "done":
+            return 1.0
+        if not self.nodes:
+            return 0.0
+        parts = [1.0 if s.state in ("done", "cached") else s.fraction for s in self.nodes.values()]
+        return sum(parts) / len(parts)
+
+    def state(self) -> RunState:
+        return RunState(
+            run_id=self.id,
+            status=self.status,
+            target=self.target,
+            fraction=self.fraction(),
+            nodes={k: _copy(v) for k, v in self.nodes.items()},
+            takes=list(self.takes),
+            error=self.error,
+        )
+
+    def add_takes(self, takes: list[Take]) -> None:
+        known = {t.id for t in self.takes}
+        self.takes.extend(t for t in takes if t.id not in known)
+
+    def publish(self, payload: dict[str, Any], coalesce: str | None = None) -> None:
+        self.events.publish({"type": payload.pop("type"), "runId": self.id, **payload}, coalesce)
+
+    # node states ------------------------------------------------------------------------------
+    def node_running(self, node_id: str) -> None:
+        state = self.nodes.get(node_id)
+        if state is not None and state.state == "queued":
+            state.state = "running"
+
+    def node_finished(self, node_id: str, cached: bool) -> None:
+        state = self.nodes.get(node_id)
+        if state is not None:
+            state.state, state.fraction = ("cached" if cached else "done"), 1.0
+            state.partial = None  # the output is whole now (a take, or the node's value)
+
+    def close_nodes(self, failed: str | None = None) -> None:
+        """At the end of a run, every node tells its real end: what never ran was ``skipped``
+        (not needed, or upstream failed), what was running is ``cancelled``, the culprit is
+        ``error``."""
+        for node_id, state in self.nodes.items():
+            if node_id == failed:
+                state.state = "error"
+            elif state.state == "queued":
+                state.state = "skipped"
+            elif state.state == "running":
+                state.state = "cancelled"
+            state.partial = None
+
+    # events from the workers ------------------------------------------------------------------
+    def on_progress(self, node_id: str, event: Progress) -> None:
+        state = self.nodes.get(node_id)
+        if state is None:
+            return
+        self.node_running(node_id)
+        state.fraction = event.fraction
+        state.phase = event.phase
+        if event.step is not None:
+            state.step, state.step_count = event.step, event.step_count
+        if event.status:
+            state.status = event.status
+        now = anyio.current_time()
+        if now - self._last_progress < PROGRESS_INTERVAL and event.fraction < 1.0:
+            return
+        self._last_progress = now
+        payload: dict[str, Any] = {
+            "type": "progress",
+            "nodeId": node_id,
+            "phase": event.phase,
+            "fraction": event.fraction,
+            "status": event.status,
+        }
+        if event.step is not None:
+            payload["step"], payload["stepCount"] = event.step, event.step_count
+        self.publish(payload, coalesce=f"progress:{node_id}")
+
+    def on_preview(self, node_id: str, event: Preview) -> None:
+        now = anyio.current_time()
+        if now - self._last_preview < PREVIEW_INTERVAL or not isinstance(
+            event.image.data, InlineBytes
+        ):
+            return
+        self._last_preview = now
+        data = base64.b64encode(event.image.data.data).decode()
+        self.publish(
+            {
+                "type": "preview",
+                "nodeId": node_id,
+                "image": f"data:image/{event.image.ext};base64,{data}",
+            },
+            coalesce=f"preview:{node_id}",
+        )
+
+    def on_stream(self, node_id: str, event: Stream) -> None:
+        """A piece of streamed text: kept for late readers' snapshots, sent to every reader
+        (never throttled, coalesced or dropped)."""
+        state = self.nodes.get(node_id)
+        if state is None:
+            return
+        self.node_running(node_id)
+        partial = state.partial if state.partial is not None else {}
+        partial[event.port] = partial.get(event.port, "") + event.text
+        state.partial = partial
+        self.publish({"type": "delta", "nodeId": node_id, "output": event.port, "text": event.text})
+
+
+def _copy(state: NodeState) -> NodeState:
+    """A node state safe to hand out (the live one keeps changing)."""
+    if state.partial is None:
+        return state
+    return NodeState(
+        state=state.state,
+        fraction=state.fraction,
+        phase=state.phase,
+        step=state.step,
+        step_count=state.step_count,
+        status=state.status,
+        partial=dict(state.partial),
+    )

@@ -1,0 +1,67 @@
+"""Node slots: how many calls of one node type run at once, across every run.
+
+A node declares ``concurrency`` (default 1). Calls beyond it wait, and a freed slot goes to the
+waiting call of the earliest run (then first come, first served), so a run submitted first is
+never overtaken on a busy node by one submitted after it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio
+
+
+class _Slot:
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.busy = 0
+        self.waiting: list[tuple[int, int, anyio.Event]] = []
+
+
+class NodeSlots:
+    """Per node type, a counted slot whose waiters are served earliest run first."""
+
+    def __init__(self) -> None:
+        self._slots: dict[str, _Slot] = {}
+        self._arrivals = itertools.count()
+
+    @asynccontextmanager
+    async def hold(self, node_type: str, capacity: int, order: int) -> AsyncIterator[None]:
+        """Hold one of ``node_type``'s ``capacity`` slots; ``order`` ranks the waiting run."""
+        slot = self._slots.get(node_type)
+        if slot is None:
+            slot = self._slots[node_type] = _Slot(capacity)
+        slot.capacity = max(1, capacity)
+        if slot.busy < slot.capacity and not slot.waiting:
+            slot.busy += 1
+        else:
+            entry = (order, next(self._arrivals), anyio.Event())
+            heapq.heappush(slot.waiting, entry)
+            try:
+                await entry[2].wait()
+            except BaseException:
+                if entry[2].is_set():
+                    self._release(slot)  # handed over just as we were cancelled: pass it on
+                else:
+                    slot.waiting.remove(entry)
+                    heapq.heapify(slot.waiting)
+                raise
+        try:
+            yield
+        finally:
+            self._release(slot)
+
+    def _release(self, slot: _Slot) -> None:
+        if slot.waiting and slot.busy <= slot.capacity:
+            # hand the slot straight to the next waiter: busy stays the same
+            heapq.heappop(slot.waiting)[2].set()
+        else:
+            slot.busy -= 1
+
+    def waiting(self) -> dict[str, int]:
+        """How many calls wait per node type (for health)."""
+        return {t: len(s.waiting) for t, s in self._slots.items() if s.waiting}

@@ -1,0 +1,253 @@
+"""Where a worker runs: the ``WorkerLauncher`` seam.
+
+The supervisor asks a launcher for a worker of a pack and gets back a byte stream speaking the
+IPC protocol, plus a handle to stop the worker and read its log. Nothing outside the launcher
+knows where the worker runs:
+
+- ``LocalLauncher`` (the default): a child process on a socketpair, its end passed as an
+  inherited fd. Host and worker share memory, so bulk bytes go through ``/dev/shm``.
+- ``TcpLauncher``: a child process that dials back over TCP on loopback
+  (``--connect HOST:PORT``) and presents a per-worker secret, passed in its environment and
+  checked before the handshake. It shares no memory with the host (as a worker on another
+  machine would not): bulk bytes travel inline in bounded chunks.
+
+Each worker runs in its own process group, so stopping it also stops whatever it started.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import os
+import secrets
+import signal
+import socket
+import subprocess
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+import anyio.abc
+from inline_registry import worker_command, worker_env
+
+#: The environment variable a TCP worker reads its secret from (the SDK's name for it).
+SECRET_ENV = "INLINE_WORKER_SECRET"
+_SECRET_LIMIT = 1024
+
+
+class LaunchFailed(Exception):
+    """A launcher could not produce a connected worker (the message says why)."""
+
+
+class LaunchedWorker(Protocol):
+    """A started worker, as the supervisor sees it."""
+
+    stream: anyio.abc.ByteStream
+    pid: int | None
+    #: Whether host and worker share memory (``/dev/shm`` segments are visible to both).
+    shares_memory: bool
+
+    def stderr(self) -> AsyncIterator[bytes] | None:
+        """The worker's log stream, if the launcher can read it."""
+        ...
+
+    async def wait(self) -> int | None:
+        """Wait for the worker to end; its exit status (negative: killed by that signal)."""
+        ...
+
+    def kill(self) -> None:
+        """Stop the worker now (and everything it started)."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """Where the worker runs, for ``/v1/health``."""
+        ...
+
+
+class WorkerLauncher(Protocol):
+    """Starts workers somewhere and connects them to the host."""
+
+    name: str
+
+    async def launch(self, pack: str, python: Path, timeout: float) -> LaunchedWorker:
+        """Start a worker serving ``pack`` from the venv whose interpreter is ``python``."""
+        ...
+
+
+class _ChildWorker:
+    """A worker that is a child process of the host (both local launchers)."""
+
+    def __init__(
+        self,
+        proc: anyio.abc.Process,
+        stream: anyio.abc.ByteStream,
+        *,
+        shares_memory: bool,
+        launcher: str,
+    ) -> None:
+        self._proc = proc
+        self.stream = stream
+        self.pid: int | None = proc.pid
+        self.shares_memory = shares_memory
+        self._launcher = launcher
+
+    def stderr(self) -> AsyncIterator[bytes] | None:
+        return aiter(self._proc.stderr) if self._proc.stderr is not None else None
+
+    async def wait(self) -> int | None:
+        with anyio.move_on_after(5):
+            await self._proc.wait()
+        if self._proc.returncode is None:
+            self.kill()
+            await self._proc.wait()
+        return self._proc.returncode
+
+    def kill(self) -> None:
+        # the worker leads its own process group: take its children down with it
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._proc.pid, signal.SIGKILL)
+        if self._proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                self._proc.kill()
+
+    def describe(self) -> dict[str, Any]:
+        return {"launcher": self._launcher, "pid": self.pid}
+
+
+async def _spawn(command: list[str], env: Mapping[str, str], pass_fds: tuple[int, ...] = ()) -> Any:
+    return await anyio.open_process(
+        command,
+        pass_fds=pass_fds,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=dict(env),
+        start_new_session=True,
+    )
+
+
+class LocalLauncher:
+    """A child process on a socketpair (the child's end passed as an inherited fd)."""
+
+    name = "local"
+
+    async def launch(self, pack: str, python: Path, timeout: float) -> LaunchedWorker:
+        host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            proc = await _spawn(
+                worker_command(python, pack, child_end.fileno()),
+                worker_env(),
+                pass_fds=(child_end.fileno(),),
+            )
+        except BaseException:
+            host_end.close()
+            raise
+        finally:
+            child_end.close()
+        stream = await anyio.abc.SocketStream.from_socket(host_end)
+        return _ChildWorker(proc, stream, shares_memory=True, launcher=self.name)
+
+
+class TcpLauncher:
+    """A child process that dials the host over TCP on loopback and presents a secret.
+
+    It stands for a worker elsewhere: it is told no shared memory exists, so every bulk byte
+    crosses the stream in chunks, exactly as it would between machines.
+    """
+
+    name = "tcp"
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.host = host
+
+    async def launch(self, pack: str, python: Path, timeout: float) -> LaunchedWorker:
+        secret = secrets.token_hex(32)
+        multi = await anyio.create_tcp_listener(local_host=self.host, local_port=0)
+        listener = multi.listeners[0]
+        try:
+            sock = listener.extra(anyio.abc.SocketAttribute.raw_socket)
+            port = sock.getsockname()[1]
+            command = [
+                str(python),
+                "-m",
+                "inline_sdk.worker",
+                "--connect",
+                f"{self.host}:{port}",
+                "--pack",
+                pack,
+            ]
+            proc = await _spawn(command, worker_env({SECRET_ENV: secret}))
+            try:
+                stream = await self._accept(listener, secret, proc, timeout)
+            except BaseException:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                with anyio.CancelScope(shield=True):
+                    await proc.wait()
+                raise
+        finally:
+            await multi.aclose()
+        return _ChildWorker(proc, stream, shares_memory=False, launcher=self.name)
+
+    async def _accept(
+        self, listener: Any, secret: str, proc: anyio.abc.Process, timeout: float
+    ) -> anyio.abc.ByteStream:
+        """The first connection that presents ``secret``; others are dropped."""
+        with anyio.fail_after(timeout):
+            while True:
+                conn = await _first_of(listener.accept(), proc.wait())
+                if conn is None:
+                    raise LaunchFailed(
+                        f"the worker exited (status {proc.returncode}) before it connected"
+                    )
+                try:
+                    with anyio.fail_after(10):
+                        presented = await _read_secret(conn)
+                except (TimeoutError, anyio.EndOfStream, anyio.IncompleteRead, ValueError):
+                    await conn.aclose()
+                    continue
+                if hmac.compare_digest(presented.encode(), secret.encode()):
+                    return conn
+                await conn.aclose()
+
+
+async def _read_secret(conn: anyio.abc.ByteStream) -> str:
+    from anyio.streams.buffered import BufferedByteReceiveStream
+
+    reader = BufferedByteReceiveStream(conn)
+    size = int.from_bytes(await reader.receive_exactly(4), "big")
+    if size > _SECRET_LIMIT:
+        raise ValueError("secret too long")
+    data = await reader.receive_exactly(size)
+    if reader.buffer:
+        raise ValueError("data after the secret before the handshake")
+    return data.decode(errors="replace")
+
+
+async def _first_of(accept: Any, exited: Any) -> Any:
+    """The accepted connection, or None if the process exits first."""
+    result: list[Any] = []
+    async with anyio.create_task_group() as tg:
+
+        async def take_accept() -> None:
+            result.append(await accept)
+            tg.cancel_scope.cancel()
+
+        async def take_exit() -> None:
+            await exited
+            result.append(None)
+            tg.cancel_scope.cancel()
+
+        tg.start_soon(take_accept)
+        tg.start_soon(take_exit)
+    return result[0] if result else None
+
+
+def launcher_named(name: str) -> WorkerLauncher:
+    """The launcher ``INLINE_LAUNCHER`` names (``local`` or ``tcp``)."""
+    if name == "local":
+        return LocalLauncher()
+    if name == "tcp":
+        return TcpLauncher()
+    raise ValueError(f"INLINE_LAUNCHER must be 'local' or 'tcp', got {name!r}")

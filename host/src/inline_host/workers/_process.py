@@ -1,0 +1,490 @@
+"""One running worker of one pack, multiplexing concurrent calls over its byte stream.
+
+Every transport failure becomes one typed error (``PackCrashed``) naming the pack, the exit code
+or signal and the last stderr lines. The stream comes from a ``WorkerLauncher``; what the two
+sides may send each other comes from the capabilities both announced in the handshake.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import math
+import os
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import msgspec
+from anyio.streams.buffered import BufferedByteReceiveStream
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from inline_registry import SdkMismatch, check_welcome, make_hello
+from inline_sdk import ProtocolError
+from inline_sdk.protocol import (
+    CAP_BROKER,
+    CAP_CHUNKS,
+    CAP_SHARED_MEMORY,
+    CAP_STREAM,
+    CHUNK_SIZE,
+    HEADER,
+    BulkChunk,
+    Call,
+    CallCancelled,
+    Cancel,
+    ChunkedRef,
+    Done,
+    Evict,
+    Failed,
+    FrameCodec,
+    FromWorker,
+    HandleValue,
+    Holding,
+    InlineBytes,
+    MediaValue,
+    PlaceAsk,
+    Preview,
+    Progress,
+    Refused,
+    Release,
+    ShmRef,
+    Shutdown,
+    Stream,
+    Value,
+    Welcome,
+    unlink_segments,
+)
+
+from .._errors import CallCancelled as CallCancelledError
+from .._errors import CallTimedOut, NodeError, PackCrashed, PackStartFailed, describe_exit
+from .._settings import Settings
+from ._broker import Broker
+from ._bulk import HostBulk
+from ._launchers import LaunchedWorker, LaunchFailed, WorkerLauncher
+
+STDERR_LINES = 40
+#: What this host understands; ``shared-memory`` only where the launcher provides it.
+HOST_CAPABILITIES = (CAP_STREAM, CAP_BROKER, CAP_CHUNKS)
+
+
+@dataclass(frozen=True, slots=True)
+class HostValue:
+    """A value as the host holds it: the wire value and the worker generation that made it.
+
+    ``pack`` is ``"host"`` for values the host itself holds (takes read back, chunked bytes).
+    """
+
+    value: Value
+    pack: str
+    generation: int
+
+    @property
+    def portable(self) -> bool:
+        """Whether any worker can use it (not tied to one worker's handle table)."""
+        return not isinstance(self.value, HandleValue)
+
+
+CallEvent = Progress | Preview | Stream
+EventCallback = Callable[[CallEvent], None]
+
+
+def worker_capabilities(welcome: Welcome) -> frozenset[str]:
+    """What a worker understands. SDKs before 1.4 announce nothing: they share memory, and
+    since 1.3 they take part in the memory broker."""
+    if welcome.capabilities:
+        return frozenset(welcome.capabilities)
+    major, _, rest = welcome.sdk_version.partition(".")
+    try:
+        brokers = (int(major), int(rest.partition(".")[0])) >= (1, 3)
+    except ValueError:
+        brokers = False
+    return frozenset({CAP_SHARED_MEMORY} | ({CAP_BROKER} if brokers else set()))
+
+
+class WorkerProcess:
+    """One running worker of one pack."""
+
+    def __init__(
+        self,
+        pack: str,
+        generation: int,
+        settings: Settings,
+        on_exit: Callable[[WorkerProcess], None],
+        *,
+        launcher: WorkerLauncher,
+        bulk: HostBulk,
+        broker: Broker | None = None,
+    ) -> None:
+        self.pack = pack
+        self.generation = generation
+        self.settings = settings
+        self.broker = broker
+        self.bulk = bulk
+        self.launcher = launcher
+        self.shm_prefix = f"inline-{os.getpid()}-{pack}-{generation}"
+        self.codec: FrameCodec[Any] = FrameCodec(FromWorker)
+        self.pending: dict[int, MemoryObjectSendStream[Any]] = {}
+        self.running: dict[int, str] = {}
+        self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
+        self.alive = False
+        self.pid: int | None = None
+        self.welcome: Welcome | None = None
+        self.capabilities: frozenset[str] = frozenset()
+        self.returncode: int | None = None
+        self.python = ""
+        self.last_active = time.monotonic()
+        self._on_exit = on_exit
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._ids = itertools.count(1)
+        self._blob_ids = itertools.count(1)
+        self._send_lock = anyio.Lock()
+        self._worker: LaunchedWorker | None = None
+        self._first: MemoryObjectSendStream[Any] | None = None
+        self._exited = anyio.Event()
+        self._stderr_done = anyio.Event()
+        self._incoming: dict[int, bytearray] = {}
+        self._blobs: dict[int, bytes] = {}
+
+    # life cycle ----------------------------------------------------------------------------
+    async def start(self, python: str, tg: anyio.abc.TaskGroup) -> Welcome:
+        """Launch the worker, take its handshake (with a deadline), start its reader tasks."""
+        self.python = python
+        self._tg = tg
+        s = self.settings
+        try:
+            worker = await self.launcher.launch(self.pack, Path(python), s.start_timeout)
+        except (LaunchFailed, TimeoutError, OSError) as exc:
+            raise PackStartFailed(self.pack, f"could not start its worker: {exc}") from None
+        self._worker = worker
+        self.pid = worker.pid
+        first_send, first_recv = anyio.create_memory_object_stream[Any](1)
+        self._first = first_send
+        self.alive = True
+        tg.start_soon(self._read_stderr)
+        tg.start_soon(self._read_frames)
+        offered = {*HOST_CAPABILITIES, *([CAP_SHARED_MEMORY] if worker.shares_memory else [])}
+        if self.broker is None:
+            offered.discard(CAP_BROKER)
+        hello = make_hello(
+            self.pack,
+            shm_prefix=self.shm_prefix,
+            models_dir=s.models_dir,
+            assets_dir=s.blobs_dir / "sha256",
+            input_roots=list(s.input_roots),
+        )
+        hello = msgspec.structs.replace(
+            hello, broker=CAP_BROKER in offered, capabilities=sorted(offered)
+        )
+        await self._send(hello)
+        msg: Any = None
+        with anyio.move_on_after(s.start_timeout):
+            msg = await first_recv.receive()
+        if msg is None:
+            await self.kill()
+            raise PackStartFailed(
+                self.pack, f"no handshake within {s.start_timeout:g}s", self.tail()
+            )
+        if isinstance(msg, PackCrashed):
+            raise PackStartFailed(
+                self.pack, f"its worker {describe_exit(msg.returncode)}", self.tail()
+            )
+        if isinstance(msg, Refused):
+            await self.kill()
+            raise PackStartFailed(self.pack, msg.error.message, msg.error.traceback)
+        if not isinstance(msg, Welcome):
+            await self.kill()
+            raise PackStartFailed(self.pack, f"unexpected {type(msg).__name__} before welcome")
+        try:
+            check_welcome(self.pack, msg)
+        except SdkMismatch as exc:
+            await self.kill()
+            raise PackStartFailed(self.pack, str(exc)) from exc
+        self.welcome = msg
+        self.capabilities = frozenset(offered) & worker_capabilities(msg)
+        if self.broker is not None:
+            evict = self.evict if CAP_BROKER in self.capabilities else None
+            self.broker.attach(self.shm_prefix, self.pack, self.pid, evict)
+        return msg
+
+    def describe(self) -> dict[str, Any]:
+        """Where this worker runs and what it speaks (for ``/v1/health``)."""
+        where = self._worker.describe() if self._worker is not None else {}
+        return {**where, "capabilities": sorted(self.capabilities)}
+
+    async def evict(self, slots: list[str]) -> None:
+        """Ask the worker to free the models in ``slots`` (the broker makes room)."""
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            await self._send(Evict(slots=slots))
+
+    async def _answer_place(self, ask: PlaceAsk) -> None:
+        assert self.broker is not None
+        answer = await self.broker.place(self.shm_prefix, ask)
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            await self._send(answer)
+
+    def tail(self) -> str:
+        """The worker's last stderr lines."""
+        return "\n".join(self.stderr_tail)
+
+    async def _read_stderr(self) -> None:
+        assert self._worker is not None
+        source = self._worker.stderr()
+        if source is None:
+            self._stderr_done.set()
+            return
+        log_dir = self.settings.logs_dir
+        log_dir.mkdir(parents=True, exist_ok=True)
+        echo = self.settings.worker_echo
+        partial = b""
+        with open(log_dir / f"{self.pack}.log", "ab") as log:
+            try:
+                async for chunk in source:
+                    log.write(chunk)
+                    log.flush()
+                    if echo:
+                        os.write(2, chunk)
+                    partial += chunk
+                    *lines, partial = partial.split(b"\n")
+                    self.stderr_tail.extend(line.decode(errors="replace") for line in lines)
+            except (anyio.EndOfStream, anyio.ClosedResourceError, anyio.BrokenResourceError):
+                pass
+        if partial:
+            self.stderr_tail.append(partial.decode(errors="replace"))
+        self._stderr_done.set()
+
+    async def _read_frames(self) -> None:
+        assert self._worker is not None
+        reader = BufferedByteReceiveStream(self._worker.stream)
+        try:
+            while True:
+                header = await reader.receive_exactly(HEADER)
+                size = self.codec.check_header(header)
+                msg = self.codec.decode(await reader.receive_exactly(size))
+                self._dispatch(msg)
+        except (
+            anyio.EndOfStream,
+            anyio.IncompleteRead,
+            anyio.ClosedResourceError,
+            anyio.BrokenResourceError,
+            OSError,
+            ProtocolError,
+        ):
+            pass
+        finally:
+            with anyio.CancelScope(shield=True):
+                await self._died()
+
+    def _dispatch(self, msg: Any) -> None:
+        if isinstance(msg, BulkChunk):
+            buf = self._incoming.setdefault(msg.blob, bytearray())
+            buf += msg.data
+            if msg.last:
+                self._blobs[msg.blob] = bytes(self._incoming.pop(msg.blob))
+            return
+        if isinstance(msg, Welcome | Refused):
+            if self._first is not None:
+                self._first.send_nowait(msg)
+                self._first = None
+            return
+        if isinstance(msg, PlaceAsk | Holding):  # the memory broker's side channel
+            if self.broker is not None and isinstance(msg, Holding):
+                self.broker.report(self.shm_prefix, msg)
+            elif self.broker is not None and self._tg is not None and isinstance(msg, PlaceAsk):
+                self._tg.start_soon(self._answer_place, msg)
+            return
+        cid = getattr(msg, "id", None)
+        if not isinstance(cid, int) or (target := self.pending.get(cid)) is None:
+            return  # a late message of a call that already ended
+        try:
+            target.send_nowait(msg)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            self.pending.pop(cid, None)
+
+    async def _died(self) -> None:
+        self.alive = False
+        if self.broker is not None:
+            self.broker.detach(self.shm_prefix)
+        if self._worker is not None:
+            self.returncode = await self._worker.wait()
+        # let the stderr reader drain what the process printed last
+        with anyio.move_on_after(2):
+            await self._stderr_done.wait()
+        for cid, target in list(self.pending.items()):
+            during = self.running.get(cid, "")
+            err = PackCrashed(
+                self.pack, self.returncode, self.tail(), f"'{during}'" if during else ""
+            )
+            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
+                target.send_nowait(err)
+        if self._first is not None:
+            self._first.send_nowait(PackCrashed(self.pack, self.returncode, self.tail()))
+            self._first = None
+        if self._worker is not None:
+            await self._worker.stream.aclose()
+        # the dead worker's shared memory: unmapped here, and its names removed
+        self.bulk.forget(self.shm_prefix + "-")
+        unlink_segments(self.shm_prefix + "-")
+        self._incoming.clear()
+        self._blobs.clear()
+        self._exited.set()
+        self._on_exit(self)
+
+    async def _send(self, msg: object) -> None:
+        assert self._worker is not None
+        frame = self.codec.encode(msg)
+        async with self._send_lock:
+            await self._worker.stream.send(bytes(frame))
+
+    async def stop(self) -> None:
+        """Ask the worker to exit; kill it if it does not within a few seconds."""
+        if not self.alive:
+            return
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            await self._send(Shutdown())
+        with anyio.move_on_after(5):
+            await self._exited.wait()
+        if not self._exited.is_set():
+            await self.kill()
+
+    async def kill(self) -> None:
+        """Kill the worker (its whole process group) and wait until its death is processed."""
+        if self._worker is not None:
+            self._worker.kill()
+        if self.alive:
+            with anyio.move_on_after(10):
+                await self._exited.wait()
+
+    # calls ------------------------------------------------------------------------------------
+    async def release(self, handles: list[int]) -> None:
+        """Tell the worker to drop handles (best effort: a dead worker has dropped them)."""
+        if not self.alive or not handles:
+            return
+        with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            await self._send(Release(handles=handles))
+
+    async def call(
+        self,
+        node_type: str,
+        node_id: str,
+        params: dict[str, Any],
+        inputs: dict[str, list[HostValue]],
+        on_event: EventCallback | None,
+        timeout: float,
+    ) -> dict[str, HostValue]:
+        """Run one node here; raises NodeError, PackCrashed, CallTimedOut or cancellation."""
+        cid = next(self._ids)
+        send, recv = anyio.create_memory_object_stream[Any](math.inf)
+        self.last_active = time.monotonic()
+        self.pending[cid] = send
+        self.running[cid] = node_type
+        if not self.alive:
+            self.pending.pop(cid, None)
+            self.running.pop(cid, None)
+            raise PackCrashed(self.pack, self.returncode, self.tail(), f"'{node_type}'")
+        try:
+            wire = {port: [await self._to_wire(hv) for hv in hvs] for port, hvs in inputs.items()}
+            await self._send(
+                Call(id=cid, node=node_type, node_id=node_id, params=params, inputs=wire)
+            )
+            with anyio.fail_after(timeout):
+                return await self._await_result(node_type, node_id, recv, on_event)
+        except TimeoutError:
+            with anyio.CancelScope(shield=True):
+                if not await self._cancel(cid, recv):
+                    await self.kill()
+            raise CallTimedOut(self.pack, node_type, timeout) from None
+        except anyio.get_cancelled_exc_class():
+            with anyio.CancelScope(shield=True):
+                if not await self._cancel(cid, recv):
+                    # it ignored the cancel past the grace: stop it, as on a timeout, so
+                    # abandoned calls never pile up in it (the next call gets a fresh one)
+                    await self.kill()
+            raise
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
+            raise PackCrashed(self.pack, self.returncode, self.tail(), f"'{node_type}'") from exc
+        finally:
+            self.pending.pop(cid, None)
+            self.running.pop(cid, None)
+            self.last_active = time.monotonic()
+
+    async def _to_wire(self, hv: HostValue) -> Value:
+        """A value as this worker can take it: bulk bytes in shared memory where it has it,
+        else inline (small) or in chunks sent ahead of the call."""
+        value = hv.value
+        if not isinstance(value, MediaValue):
+            return value
+        shared = CAP_SHARED_MEMORY in self.capabilities
+        data = value.data
+        if shared or (isinstance(data, InlineBytes) and len(data.data) <= CHUNK_SIZE):
+            return value
+        raw = data.data if isinstance(data, InlineBytes) else self.bulk.view(data)  # type: ignore[arg-type]
+        blob = next(self._blob_ids)
+        view = memoryview(raw).cast("B")
+        for start in range(0, max(len(view), 1), CHUNK_SIZE):
+            piece = bytes(view[start : start + CHUNK_SIZE])
+            await self._send(BulkChunk(blob=blob, data=piece, last=start + CHUNK_SIZE >= len(view)))
+        return MediaValue(
+            kind=value.kind, ext=value.ext, data=ChunkedRef(blob=blob, size=len(view))
+        )
+
+    def _from_wire(self, value: Value) -> HostValue:
+        if isinstance(value, MediaValue) and isinstance(value.data, ChunkedRef):
+            data = self._blobs.pop(value.data.blob, None)
+            if data is None or len(data) != value.data.size:
+                raise PackCrashed(self.pack, None, "", "(chunked output incomplete)")
+            held = self.bulk.hold(value.kind, value.ext, data, value.params)
+            return HostValue(held, "host", 0)
+        return HostValue(value, self.pack, self.generation)
+
+    async def _await_result(
+        self,
+        node_type: str,
+        node_id: str,
+        recv: MemoryObjectReceiveStream[Any],
+        on_event: EventCallback | None,
+    ) -> dict[str, HostValue]:
+        async for msg in recv:
+            match msg:
+                case Progress() | Preview() | Stream():
+                    if on_event is not None:
+                        on_event(msg)
+                case Done(outputs=outputs):
+                    return {k: self._from_wire(v) for k, v in outputs.items()}
+                case Failed(error=error):
+                    raise NodeError(self.pack, node_type, node_id, error)
+                case CallCancelled():
+                    raise CallCancelledError(f"'{node_type}' was cancelled")
+                case PackCrashed():
+                    raise msg
+        raise PackCrashed(self.pack, self.returncode, self.tail(), f"'{node_type}'")
+
+    async def _cancel(self, cid: int, recv: MemoryObjectReceiveStream[Any]) -> bool:
+        """Ask the call to stop; True if it settled within the grace period."""
+        if not self.alive:
+            return True
+        try:
+            await self._send(Cancel(id=cid))
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
+            return True
+        with anyio.move_on_after(self.settings.cancel_grace):
+            async for msg in recv:
+                if isinstance(msg, Done | Failed | CallCancelled | PackCrashed):
+                    if isinstance(msg, Done):
+                        await self.release(owned_handles(msg.outputs.values()))
+                    return True
+        return False
+
+
+def owned_handles(values: Any) -> list[int]:
+    """The worker-table ids behind wire values (engine handles, shared-memory regions)."""
+    ids: list[int] = []
+    for v in values:
+        if isinstance(v, HandleValue):
+            ids.append(v.id)
+        elif isinstance(v, MediaValue) and isinstance(v.data, ShmRef) and v.region is not None:
+            ids.append(v.region)
+    return ids
