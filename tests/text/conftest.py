@@ -46,8 +46,10 @@ class TextModels:
 
 @pytest.fixture(scope="session")
 def text_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A data dir whose pack venvs (text, zimage...) are built once."""
-    path = tmp_path_factory.mktemp("text-data")
+    """A data dir whose pack venvs (text, zimage...) are built once (``INLINE_TEXT_TEST_DATA``
+    names one to reuse between sessions while working on these tests)."""
+    reuse = os.environ.get("INLINE_TEXT_TEST_DATA")
+    path = Path(reuse) if reuse else tmp_path_factory.mktemp("text-data")
     registry = load_registry(path / "packs")
     assert not registry.failed, registry.failed
     return path
@@ -61,6 +63,8 @@ def _venv_python(data: Path, pack: str) -> Path:
 def text_models(text_data: Path) -> TextModels:
     models = text_data / "models"
     python = _venv_python(text_data, "text")
+    if (models / "report.json").is_file() and os.environ.get("INLINE_TEXT_TEST_DATA"):
+        return TextModels(models, python, json.loads((models / "report.json").read_text()))
     proc = subprocess.run(
         [str(python), str(HERE / "_tiny_text.py"), str(models)],
         capture_output=True,
@@ -71,7 +75,7 @@ def text_models(text_data: Path) -> TextModels:
     assert proc.returncode == 0, proc.stderr[-4000:]
     llm = models / "llm"
     # the same weights with a small card: prompts over 32 tokens are cut
-    shutil.copytree(llm / "qwen-tiny", llm / "qwen-short")
+    shutil.copytree(llm / "qwen-tiny", llm / "qwen-short", dirs_exist_ok=True)
     (llm / "qwen-short" / "inline.json").write_text('{"max_total_tokens": 64}')
     report = json.loads((models / "report.json").read_text())
     return TextModels(models, python, report)
@@ -81,6 +85,9 @@ def text_models(text_data: Path) -> TextModels:
 def zimage_models(text_data: Path, text_models: TextModels) -> Path:
     """The tiny random Z-Image in the ComfyUI layout, in the same models dir."""
     root = text_data / "tiny-zimage"
+    if (root / "report.json").is_file() and os.environ.get("INLINE_TEXT_TEST_DATA"):
+        shutil.copytree(root / "comfy", text_models.root, dirs_exist_ok=True)
+        return root
     proc = subprocess.run(
         [str(_venv_python(text_data, "zimage")), str(ROOT / "tests/models/_tiny.py"), str(root)],
         capture_output=True,
@@ -94,9 +101,7 @@ def zimage_models(text_data: Path, text_models: TextModels) -> Path:
 
 
 @pytest.fixture(scope="session")
-def server(
-    text_data: Path, text_models: TextModels, zimage_models: Path, tmp_path_factory: Any
-) -> Iterator[Server]:
+def server(text_data: Path, text_models: TextModels, tmp_path_factory: Any) -> Iterator[Server]:
     inputs = tmp_path_factory.mktemp("text-inputs")
     srv = start_server(
         text_data,

@@ -24,6 +24,9 @@ from tests.api.conftest import Server
 
 from .conftest import TOKEN, TextModels
 
+# the session builds venvs and tiny models first: slow on a loaded machine
+pytestmark = pytest.mark.timeout(2400)
+
 WEATHER = [{"role": "user", "content": "What is the weather in Paris?"}]
 HELLO = [{"role": "user", "content": "Hello there, how are you today?"}]
 
@@ -128,7 +131,7 @@ def test_rewrite_matches_transformers_and_buckets(
     assert "it was cut to its first 512 tokens" in worker_log.read_text()
 
 
-def test_generate_with_z_image(server: Server) -> None:
+def test_generate_with_z_image(server: Server, zimage_models: Path) -> None:
     with Client(server.url, token=TOKEN) as inline:
         image = inline.generate(
             "alibaba/z-image-turbo", "a red fox in snow", width=256, height=256, steps=2, seed=7

@@ -19,6 +19,9 @@ from .conftest import TOKEN, TextModels
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "packs" / "text" / "src"))
 from inline_text import ReplyParser
 
+# the session builds venvs and tiny models first: slow on a loaded machine
+pytestmark = pytest.mark.timeout(2400)
+
 WEATHER = [{"role": "user", "content": "What is the weather in Paris?"}]
 HELLO = [{"role": "user", "content": "Hello there, how are you today?"}]
 
