@@ -57,6 +57,70 @@ def test_kill9_with_five_runs_in_flight_then_all_finish_after_restart(tmp_path):
         server.stop()
 
 
+def wait_node_done(ws_url: str, run_id: str, node_id: str) -> dict:
+    """Follow a run's events until ``node_id`` is announced done (or was, in the snapshot)."""
+    with connect(f"{ws_url}/v1/runs/{run_id}/events", open_timeout=30) as ws:
+        msg = json.loads(ws.recv(timeout=60))
+        if msg["state"]["nodes"][node_id]["state"] in ("done", "cached"):
+            return msg
+        while not (msg["type"] == "node_done" and msg["nodeId"] == node_id):
+            msg = json.loads(ws.recv(timeout=120))
+            assert msg["type"] not in ("error", "cancelled"), msg
+        return msg
+
+
+def test_kill9_with_eight_concurrent_runs_and_two_queued_loses_and_repeats_nothing(tmp_path):
+    data, inputs = tmp_path / "data", tmp_path / "inputs"
+    inputs.mkdir()
+    gate = tmp_path / "gate"
+    server = start_server(data, inputs)  # INLINE_MAX_RUNS: the default, 8
+
+    def doc(i: int) -> dict:
+        # "a" makes a text take at once; "b" holds its run until the gate file appears
+        return body(
+            "j",
+            node("a", "testpack/stream", {"words": i + 2}),
+            node("b", "testpack/stream", {"words": 100 + i, "hold_after": 1, "gate": str(gate)}),
+            node("j", "text/join", {}, a=("a", "text"), b=("b", "text")),
+        )
+
+    try:
+        with server.client() as c:
+            ids = [c.post("/v1/runs", json=doc(i)).json()["runId"] for i in range(10)]
+            for run_id in ids[:8]:  # eight in flight at once, each with its first take made
+                wait_node_done(server.ws, run_id, "a")
+            live = {r["runId"]: r for r in c.get("/v1/runs").json()["runs"]}
+            assert [live[i]["status"] for i in ids] == ["running"] * 8 + ["queued"] * 2
+            assert [live[i]["queuePosition"] for i in ids[8:]] == [0, 1]
+            before = {t["id"] for t in c.get("/v1/takes", params={"nodeId": "a"}).json()["takes"]}
+            assert len(before) == 8
+        server.kill9()
+        gate.write_text("open")
+        server = start_server(data, inputs)
+        with server.client() as c:
+            for i, run_id in enumerate(ids):
+                events(server.ws, run_id)
+                state = c.get(f"/v1/runs/{run_id}").json()
+                assert state["status"] == "done", state
+                texts = {
+                    t["nodeId"]: c.get(f"/v1/takes/{t['id']}/bytes").text for t in state["takes"]
+                }
+                assert texts["a"].split() == [
+                    f"wörd{k}" if k % 3 == 0 else f"w{k}" for k in range(i + 2)
+                ]
+                assert texts["j"] == texts["a"] + " " + texts["b"]  # joined by a space
+            after = c.get("/v1/takes", params={"nodeId": "a", "limit": 100}).json()["takes"]
+            assert len(after) == 10 and before <= {t["id"] for t in after}  # reused, not remade
+        db = sqlite3.connect(data / "inline.db")
+        assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        rows = db.execute("SELECT run_id, take_id FROM run_takes").fetchall()
+        assert len(rows) == len(set(rows))
+        (runs,) = db.execute("SELECT COUNT(*) FROM runs").fetchone()
+        assert runs == 10
+    finally:
+        server.stop()
+
+
 def test_a_take_made_before_a_crash_is_reused_not_made_again(tmp_path):
     data, inputs = tmp_path / "data", tmp_path / "inputs"
     inputs.mkdir()

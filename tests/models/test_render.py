@@ -92,14 +92,16 @@ async def test_descriptors_are_the_contracts(engine: Engine):
         if want["type"] == "alibaba/z-image-turbo":
             # lora / control come with their own issue: not declared until they work
             want = dict(want)
-            want["inputs"] = [p for p in want["inputs"] if p["id"] not in ("lora", "control_image")]
+            want["inputs"] = [p for p in want["inputs"] if p["id"] != "control_image"]
             want["params"] = [p for p in want["params"] if not p["key"].startswith("controlnet")]
             assert served.hidden is False
         else:
             assert served.hidden is True  # the primitives stay out of add-node menus
-        if want["type"] == "sample":  # our addition: denoise, for img2img
-            assert got["params"][-1]["key"] == "denoise"
-            got["params"] = got["params"][:-1]
+        if want["type"] == "sample":  # ours: denoise (img2img); shift and lora (issue 13)
+            assert [p["key"] for p in got["params"][-2:]] == ["denoise", "shift"]
+            got["params"] = got["params"][:-2]
+            assert got["inputs"][-1]["id"] == "lora"
+            got["inputs"] = got["inputs"][:-1]
         for key in ("params",):  # pickers are filled from the models dir: compare their shape
             for p in got[key]:
                 if "optionsFrom" in p:

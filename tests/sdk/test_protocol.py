@@ -7,7 +7,7 @@ import typing
 
 import msgspec
 import pytest
-from inline_sdk import Descriptor, FrameTooLarge, PortSpec, ProtocolError
+from inline_sdk import ComfyMapping, Descriptor, FrameTooLarge, PortSpec, ProtocolError
 from inline_sdk import protocol as p
 
 DESCRIPTOR = Descriptor(
@@ -63,6 +63,9 @@ SAMPLES: list[object] = [
         pack_version="0.1.0",
         descriptors=[DESCRIPTOR],
         pid=42,
+        comfyui_mappings=[
+            ComfyMapping(class_type="Acme", node="acme/x", inputs={"a": "b"}, outputs=["o"])
+        ],
     ),
     p.Refused(error=ERROR),
     p.Progress(id=1, phase="sample", fraction=0.5, status="Step 1/2", step=1, step_count=2),

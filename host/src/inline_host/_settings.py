@@ -34,6 +34,10 @@ def _int(env: Mapping[str, str], name: str, default: int, least: int = 1) -> int
     return value
 
 
+def _list(env: Mapping[str, str], name: str) -> tuple[str, ...]:
+    return tuple(g.strip() for g in env.get(name, "").split(",") if g.strip())
+
+
 def _gb(env: Mapping[str, str], name: str) -> float | None:
     raw = env.get(name)
     return None if not raw else _float(env, name, 0.0, "GB")
@@ -69,6 +73,10 @@ class Settings:
     profile: str | None = None
     vram_budget_gb: float | None = None
     ram_budget_gb: float | None = None
+    #: Globs every Hugging Face import skips besides the task's defaults (``INLINE_HF_IGNORE``).
+    hf_ignore: tuple[str, ...] = ()
+    #: Hosted text model ids to list (``INLINE_HOSTED_MODELS``); empty: the defaults.
+    hosted_models: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -111,6 +119,8 @@ class Settings:
             profile=env.get("INLINE_PROFILE") or None,
             vram_budget_gb=_gb(env, "INLINE_VRAM_BUDGET_GB"),
             ram_budget_gb=_gb(env, "INLINE_RAM_BUDGET_GB"),
+            hf_ignore=_list(env, "INLINE_HF_IGNORE"),
+            hosted_models=_list(env, "INLINE_HOSTED_MODELS"),
         )
 
     @property

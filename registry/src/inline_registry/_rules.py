@@ -35,7 +35,7 @@ RESERVED_NAMES: Final = frozenset(
         "input", "load", "encode", "latent", "sample", "vae", "character", "control", "train",
         "alibaba", "krea", "black-forest-labs", "minimax", "lightricks", "text", "image", "video",
         "audio", "mesh", "model", "models", "builtin", "ext", "host", "core", "sdk", "registry",
-        "inline", "basics", "primitives", "zimage", "diffusers",
+        "inline", "basics", "primitives", "zimage", "diffusers", "hosted", "anthropic", "google",
     }
 )  # fmt: skip
 HOST_DISTRIBUTIONS: Final = frozenset({"inline", "inline-core", "inline-registry", "inline-host"})

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Final
 
 
 def worker_command(python: Path, pack: str, fd: int) -> list[str]:
@@ -15,10 +16,36 @@ def worker_command(python: Path, pack: str, fd: int) -> list[str]:
     return [str(python), "-m", "inline_sdk.worker", "--fd", str(fd), "--pack", pack]
 
 
+#: Host variables a worker inherits by name: the system's basics, locale, temp dirs, proxies and
+#: CA bundles (the hosted pack reaches its API), the accelerator and thread knobs.
+WORKER_ENV_NAMES: Final = frozenset(
+    {
+        "PATH", "HOME", "USER", "LOGNAME", "LANG", "LANGUAGE", "TZ", "TERM", "TMPDIR", "TEMP",
+        "TMP", "SHELL", "LD_LIBRARY_PATH", "PYTHONDONTWRITEBYTECODE", "PYTHONHASHSEED",
+        "PYTHONWARNINGS", "HF_HOME", "HF_HUB_CACHE", "HF_ENDPOINT", "SSL_CERT_FILE",
+        "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "HTTP_PROXY", "HTTPS_PROXY",
+        "NO_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "no_proxy", "all_proxy",
+        "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TOKENIZERS_PARALLELISM",
+    }
+)  # fmt: skip
+#: ... and every variable with one of these prefixes (``INLINE_*`` carries the engine's knobs and
+#: the hosted pack's ``INLINE_ANTHROPIC_BASE_URL`` / ``INLINE_GEMINI_BASE_URL``).
+WORKER_ENV_PREFIXES: Final = (
+    "INLINE_", "LC_", "CUDA_", "NVIDIA_", "PYTORCH_", "TORCH", "XDG_", "NCCL_", "MKL_", "KMP_",
+    "OMP_", "TRITON_", "HIP_", "ROCR_", "HSA_", "RAY_", "COVERAGE_",
+)  # fmt: skip
+#: Never passed, whatever the lists say: the host's own credentials.
+WORKER_ENV_DENY: Final = frozenset({"INLINE_TOKEN"})
+
+
 def worker_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    """The environment a worker runs in: offline for model hubs, unbuffered, no host venv leak."""
+    """The environment a worker runs in: an allow-list of the host's variables (never its keys
+    or tokens: a node gets the secrets it names in its call), offline for model hubs,
+    unbuffered, no host venv leak."""
     env = {
-        k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")
+        k: v
+        for k, v in os.environ.items()
+        if (k in WORKER_ENV_NAMES or k.startswith(WORKER_ENV_PREFIXES)) and k not in WORKER_ENV_DENY
     }
     env.update(
         {

@@ -3,7 +3,8 @@
 Light by design: the standard library, msgspec and pluggy only; no torch at import.
 """
 
-from ._context import Context, InputRefused
+from ._comfyui import ComfyMapping
+from ._context import Context, InputRefused, SecretMissing
 from ._descriptor import Descriptor, ModelStatus, Option, ParamField, PortSpec
 from ._errors import (
     Cancelled,
@@ -36,6 +37,7 @@ __all__ = (
     "AssetRef",
     "Audio",
     "Cancelled",
+    "ComfyMapping",
     "Context",
     "Descriptor",
     "FrameTooLarge",
@@ -58,6 +60,7 @@ __all__ = (
     "Port",
     "PortSpec",
     "ProtocolError",
+    "SecretMissing",
     "Video",
     "hookimpl",
     "is_list_kind",

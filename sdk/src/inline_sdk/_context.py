@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from ._errors import Cancelled
@@ -17,6 +17,17 @@ ASSET_ID_PREFIX = "sha256-"
 
 class InputRefused(Exception):
     """Raised when an input reference cannot be honoured (unknown asset, path outside the roots)."""
+
+
+class SecretMissing(Exception):
+    """Raised when a node asks for a secret the host does not hold (``inline secrets set``)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(
+            f"The secret '{name}' is not set: store it with 'inline secrets set {name}' "
+            "(or name another secret in the node's params)"
+        )
+        self.name = name
 
 
 class Context:
@@ -41,6 +52,7 @@ class Context:
         emit_stream: Callable[[str, str], None] | None = None,
         logger: logging.Logger,
         memory: Memory | None = None,
+        secrets: Mapping[str, str] | None = None,
     ) -> None:
         self.node_type = node_type
         self.node_id = node_id
@@ -55,6 +67,19 @@ class Context:
         self._emit_preview = emit_preview
         self._emit_stream = emit_stream
         self._cancel = cancel_event
+        self._secrets = dict(secrets or {})
+
+    # secrets ------------------------------------------------------------------------------
+    def secret(self, name: str) -> str:
+        """The value of the secret ``name``, which this call's params named (``api_key_secret``).
+
+        The host hands a call only the secrets its params name; anything else raises
+        ``SecretMissing``, as does a secret the host does not hold. Never log the value.
+        """
+        value = self._secrets.get(name)
+        if not value:
+            raise SecretMissing(name)
+        return value
 
     # progress -----------------------------------------------------------------------------
     def progress(

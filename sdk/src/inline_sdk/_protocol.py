@@ -19,6 +19,7 @@ from typing import Any, Final
 
 import msgspec
 
+from ._comfyui import ComfyMapping
 from ._descriptor import Descriptor
 
 #: Bumped only on a breaking change of the wire format.
@@ -140,6 +141,16 @@ class Call(_Msg, frozen=True, tag="call"):
     node_id: str
     params: dict[str, Any]
     inputs: dict[str, list[Value]]
+    #: The secrets the node's params name (``api_key_secret``...), by name, for this call only
+    #: (SDK 1.4; absent from older hosts). Never logged, never echoed back.
+    secrets: dict[str, str] = {}
+
+    def __repr__(self) -> str:
+        # a call may carry secrets: its repr (logs, tracebacks) names them, never their values
+        return (
+            f"Call(id={self.id}, node={self.node!r}, node_id={self.node_id!r}, "
+            f"secrets={sorted(self.secrets)})"
+        )
 
 
 class Cancel(_Msg, frozen=True, tag="cancel"):
@@ -236,6 +247,8 @@ class Welcome(_Msg, frozen=True, tag="welcome"):
     #: What the worker understands (SDK 1.4). A worker of an older SDK sends none: the host then
     #: assumes ``shared-memory`` and ``broker`` as its SDK version tells.
     capabilities: list[str] = []
+    #: The pack's ComfyUI mappings (``inline_comfyui_mappings``), for the host's importer.
+    comfyui_mappings: list[ComfyMapping] = []
 
 
 class Refused(_Msg, frozen=True, tag="refused"):

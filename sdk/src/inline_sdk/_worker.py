@@ -14,6 +14,7 @@ import socket
 import sys
 import threading
 import traceback
+from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
@@ -23,6 +24,7 @@ import msgspec
 import pluggy
 
 from . import hookspecs
+from ._comfyui import ComfyMapping
 from ._context import Context
 from ._errors import Cancelled, InlineSdkError, NodeDeclarationError, ProtocolError
 from ._framing import FrameCodec, recv_frame
@@ -92,8 +94,16 @@ def remote_error(exc: BaseException) -> RemoteError:
     )
 
 
-def load_pack(pack: str) -> tuple[str, list[NodeSpec]]:
-    """Load the pack named ``pack`` from this environment's entry points; its version and nodes."""
+def redact(error: RemoteError, values: Iterable[str]) -> RemoteError:
+    """``error`` with every secret value in it replaced by ``***`` (an SDK may echo a key)."""
+    message, tb = error.message, error.traceback
+    for value in values:
+        if value:
+            message, tb = message.replace(value, "***"), tb.replace(value, "***")
+    return RemoteError(type=error.type, message=message, traceback=tb)
+
+
+def _plugins(pack: str) -> tuple[metadata.EntryPoint, pluggy.PluginManager]:
     eps = metadata.entry_points(group=hookspecs.ENTRY_POINT_GROUP, name=pack)
     if not eps:
         raise LookupError(
@@ -104,6 +114,33 @@ def load_pack(pack: str) -> tuple[str, list[NodeSpec]]:
     pm = pluggy.PluginManager(hookspecs.PROJECT)
     pm.add_hookspecs(hookspecs)
     pm.register(ep.load(), name=pack)
+    return ep, pm
+
+
+def collect_mappings(pm: pluggy.PluginManager) -> list[ComfyMapping]:
+    """What the registered plugins return from ``inline_comfyui_mappings``; raise
+    ``NodeDeclarationError`` naming anything that is not a ``ComfyMapping``."""
+    found: list[ComfyMapping] = []
+    problems: list[str] = []
+    for group in pm.hook.inline_comfyui_mappings():
+        for item in group or ():
+            if isinstance(item, ComfyMapping):
+                found.append(item)
+            else:
+                problems.append(f"inline_comfyui_mappings returned {item!r}, not a ComfyMapping")
+    if problems:
+        raise NodeDeclarationError(problems)
+    return found
+
+
+def load_mappings(pack: str) -> list[ComfyMapping]:
+    """The ComfyUI mappings the pack named ``pack`` declares."""
+    return collect_mappings(_plugins(pack)[1])
+
+
+def load_pack(pack: str) -> tuple[str, list[NodeSpec]]:
+    """Load the pack named ``pack`` from this environment's entry points; its version and nodes."""
+    ep, pm = _plugins(pack)
     specs: list[NodeSpec] = []
     problems: list[str] = []
     for group in pm.hook.inline_nodes():
@@ -135,7 +172,9 @@ class Worker:
         self.arena = Arena(hello.shm_prefix)
         self.reader = SegmentReader()
         self.calls: dict[int, threading.Event] = {}
-        self.pool = ThreadPoolExecutor(max_workers=hello.max_threads, thread_name_prefix="call")
+        # the host runs at most ``concurrency`` calls of each node at once: room for all of them
+        threads = max(hello.max_threads, sum(n.descriptor.concurrency for n in nodes))
+        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="call")
         self._send_lock = threading.Lock()
         self._roots = [Path(os.path.realpath(r)) for r in hello.input_roots]
         self.caps = agreed_capabilities(hello)
@@ -214,7 +253,7 @@ class Worker:
         except Cancelled:
             reply = CallCancelled(id=msg.id)
         except BaseException as exc:  # node code may raise anything; it crosses as data
-            reply = Failed(id=msg.id, error=remote_error(exc))
+            reply = Failed(id=msg.id, error=redact(remote_error(exc), msg.secrets.values()))
         finally:
             self.calls.pop(msg.id, None)
         try:
@@ -267,6 +306,7 @@ class Worker:
             cancel_event=cancel,
             logger=logging.getLogger(f"inline.pack.{self.hello.pack}.{spec.type}"),
             memory=self.memory,
+            secrets=msg.secrets,
         )
 
     def take_inputs(self, values: list[Value], is_list: bool) -> Any:
@@ -403,6 +443,7 @@ def run(argv: list[str] | None = None) -> int:
         return 3
     try:
         version, nodes = load_pack(hello.pack)
+        mappings = load_mappings(hello.pack)
     except BaseException as exc:
         sock.sendall(codec.encode(Refused(error=remote_error(exc))))
         return 4
@@ -416,6 +457,7 @@ def run(argv: list[str] | None = None) -> int:
             descriptors=[n.descriptor for n in nodes],
             pid=os.getpid(),
             capabilities=list(WORKER_CAPABILITIES),
+            comfyui_mappings=mappings,
         )
     )
     try:

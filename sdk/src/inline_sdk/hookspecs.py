@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Final
 import pluggy
 
 if TYPE_CHECKING:
+    from ._comfyui import ComfyMapping
     from ._node import NodeSpec
 
 PROJECT: Final = "inline"
@@ -19,3 +20,8 @@ hookimpl = pluggy.HookimplMarker(PROJECT)
 @hookspec
 def inline_nodes() -> list[NodeSpec]:  # type: ignore[empty-body]
     """Return the nodes this pack provides (each made with ``@node``)."""
+
+
+@hookspec
+def inline_comfyui_mappings() -> list[ComfyMapping]:  # type: ignore[empty-body]
+    """Return how ComfyUI node types map onto this pack's nodes (for ``inline import comfyui``)."""

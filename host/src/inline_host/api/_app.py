@@ -19,6 +19,8 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 
 from .._settings import Settings
 from .._system import SystemService
+from ..comfyui._api import ComfyImportController
+from ..hub import DownloadsController, DownloadService, downloads_lifespan
 from ..models._service import ModelsService
 from ..openai import OpenAIController
 from ..packs._service import PackService
@@ -121,6 +123,11 @@ def provide_service(state: State) -> RunService:
     return state.service
 
 
+def provide_downloads(state: State) -> DownloadService:
+    """The downloads service its lifespan started."""
+    return state.downloads
+
+
 def provide_packs(state: State) -> PackService:
     """The pack service over the running engine."""
     return state.packs
@@ -161,6 +168,8 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
         AssetsController,
         FitController,
         PacksController,
+        ComfyImportController,
+        DownloadsController,
         OpenAIController,  # /openai/v1
         run_events,
     ]
@@ -172,12 +181,13 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
         )
     return Litestar(
         route_handlers=handlers,
-        lifespan=[lifespan],
+        lifespan=[lifespan, downloads_lifespan(settings)],
         dependencies={
             "models": Provide(provide_models, sync_to_thread=False),
             "system": Provide(provide_system, sync_to_thread=False),
             "service": Provide(provide_service, sync_to_thread=False),
             "packs": Provide(provide_packs, sync_to_thread=False),
+            "downloads": Provide(provide_downloads, sync_to_thread=False),
         },
         exception_handlers=EXCEPTION_HANDLERS,
         middleware=[token_middleware(settings.token)],

@@ -41,7 +41,7 @@ CONTENT_TYPES = {
     "webm": "video/webm",
     "wav": "audio/wav",
     "mp3": "audio/mpeg",
-    "txt": "text/plain; charset=utf-8",
+    "txt": "text/plain",  # Litestar adds "; charset=utf-8" to text types
 }
 
 

@@ -16,6 +16,8 @@ from inline_sdk.protocol import MediaValue, Preview, Progress, Stream, TextValue
 
 from .._errors import InlineHostError, NodeError
 from .._settings import Settings
+from ..comfyui import add_import_parser, run_import
+from ..hub import add_secrets_parser, run_secrets
 from ..runs._blobs import BlobStore
 from ..runs._engine import Engine, media_extension
 from ..workers._supervisor import HostValue
@@ -182,6 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
     add.add_argument("file")
     add_models_parser(sub)
     add_pack_parser(sub)
+    add_import_parser(sub)
+    add_secrets_parser(sub)
     return parser
 
 
@@ -197,6 +201,10 @@ def main(argv: list[str] | None = None) -> int:
             return run_models(args)
         if args.command == "pack":
             return run_pack(args)
+        if args.command == "import":
+            return run_import(args)
+        if args.command == "secrets":
+            return run_secrets(args)
     except RegistryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED

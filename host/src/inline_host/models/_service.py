@@ -38,6 +38,12 @@ class ModelsService:
     def descriptor(self, node_type: str) -> Descriptor | None:
         return self._engine.descriptor(node_type)
 
+    def comfyui_mappings(self) -> list[Any]:
+        """The ComfyUI mappings the installed packs declare (from their cached handshakes)."""
+        from ..comfyui._sources import registry_mappings
+
+        return registry_mappings(self._engine.registry)
+
     def find(self, ref: str) -> Path:
         """The file ``<category>/<name>`` names; raises ``UnknownModel`` or ``UnsafeName``."""
         category, _, name = ref.partition("/")

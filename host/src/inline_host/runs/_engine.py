@@ -32,6 +32,7 @@ from .._settings import Settings
 from ..models._catalogs import ModelCatalogs, serve_descriptor
 from ..workers._supervisor import HostValue, Supervisor
 from ._blobs import BlobStore
+from ._lora_files import lora_files
 from ._slots import NodeSlots
 from ._store import TakeSource
 
@@ -288,6 +289,7 @@ class Engine:
                 path = value.get("path")
                 if isinstance(path, str):
                     parts.append(self._hash_file(path))
+        parts += [self._hash_file(p) for p in lora_files(self.registry, node, self.settings)]
         return "|".join(parts) or None
 
     def _hash_file(self, path: str) -> str:

@@ -406,8 +406,11 @@ class RunService:
     async def _serve(self) -> None:
         while True:
             while not self.queue:
-                await self._queued.wait()
-                self._queued = anyio.Event()
+                # the event is replaced only once set, so no executor waits on a stale one
+                event = self._queued
+                await event.wait()
+                if self._queued is event:
+                    self._queued = anyio.Event()
             run = self.queue.popleft()
             await self._execute(run)
             for follower in run.followers:

@@ -62,6 +62,7 @@ from inline_sdk.protocol import (
 from .._errors import CallCancelled as CallCancelledError
 from .._errors import CallTimedOut, NodeError, PackCrashed, PackStartFailed, describe_exit
 from .._settings import Settings
+from ..hub import secrets_for_call
 from ._broker import Broker
 from ._bulk import HostBulk
 from ._launchers import LaunchedWorker, LaunchFailed, WorkerLauncher
@@ -388,7 +389,14 @@ class WorkerProcess:
         try:
             wire = {port: [await self._to_wire(hv) for hv in hvs] for port, hvs in inputs.items()}
             await self._send(
-                Call(id=cid, node=node_type, node_id=node_id, params=params, inputs=wire)
+                Call(
+                    id=cid,
+                    node=node_type,
+                    node_id=node_id,
+                    params=params,
+                    inputs=wire,
+                    secrets=secrets_for_call(self.settings.data_dir, params),
+                )
             )
             with anyio.fail_after(timeout):
                 return await self._await_result(node_type, node_id, recv, on_event)

@@ -10,6 +10,7 @@ calls it is running and stops; new calls go to a worker of the new version.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable
 from typing import Any
@@ -23,8 +24,18 @@ from .._settings import Settings
 from ..models._fit import budget_of
 from ._broker import Broker
 from ._bulk import HostBulk
-from ._launchers import WorkerLauncher, launcher_named
+from ._launchers import LocalLauncher, WorkerLauncher, launcher_named
 from ._process import EventCallback, HostValue, WorkerProcess, owned_handles
+
+log = logging.getLogger("inline.workers")
+
+
+def _at_least(version: str, least: tuple[int, int]) -> bool:
+    major, _, rest = version.partition(".")
+    try:
+        return (int(major), int(rest.partition(".")[0])) >= least
+    except ValueError:
+        return False
 
 
 class Supervisor:
@@ -44,6 +55,8 @@ class Supervisor:
         self.launcher = launcher if launcher is not None else launcher_named(settings.launcher)
         #: The host's side of bulk bytes (workers' shared memory, the host's own arena).
         self.bulk = HostBulk()
+        self._local = LocalLauncher()
+        self._local_only: set[str] = set()
         self._tg = tg
         #: Shares memory between the workers (inventory probed now, budget from the env).
         self.broker = (
@@ -85,13 +98,29 @@ class Supervisor:
                 gen,
                 self.settings,
                 self._exited,
-                launcher=self.launcher,
+                launcher=self._launcher_for(pack, info.sdk_version),
                 bulk=self.bulk,
                 broker=self.broker,
             )
             await proc.start(str(info.env.python), self._tg)
             self._workers[pack] = proc
             return proc
+
+    def _launcher_for(self, pack: str, sdk_version: str) -> WorkerLauncher:
+        """The configured launcher; the local one for a pack whose SDK predates workers that
+        dial a host (1.4), which only runs as a local child."""
+        if self.launcher.name == "local" or _at_least(sdk_version, (1, 4)):
+            return self.launcher
+        if pack not in self._local_only:
+            self._local_only.add(pack)
+            log.warning(
+                "pack %s is built on SDK %s, which cannot run through the %s launcher: "
+                "it runs locally",
+                pack,
+                sdk_version,
+                self.launcher.name,
+            )
+        return self._local
 
     def set_registry(self, registry: MergedRegistry) -> None:
         """Serve ``registry`` from now on. A pack whose venv changed (upgrade, rollback) or that

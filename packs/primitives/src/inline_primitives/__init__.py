@@ -10,12 +10,14 @@ from ._errors import KeysMismatch, ModelFileError, NotSafetensors, UnknownModel,
 from ._families import FAMILIES, Component, Detection, Family, detect
 from ._header import WeightsHeader, read_header
 from ._loading import ModelCache, Placement, apply_placement, default_placement, free_memory
+from ._lora import LoraItem, LoraRefused, LoraStack, use_loras
 from ._nodes import (
     Latent,
     check_conditioning,
     empty_latent,
     encode_text,
     load_diffusion_model,
+    load_lora,
     load_text_encoder,
     load_vae,
     run_sampler,
@@ -39,6 +41,9 @@ __all__ = (
     "Family",
     "KeysMismatch",
     "Latent",
+    "LoraItem",
+    "LoraRefused",
+    "LoraStack",
     "ModelCache",
     "ModelFileError",
     "ModelRef",
@@ -63,6 +68,7 @@ __all__ = (
     "is_weight_entry",
     "read_header",
     "run_sampler",
+    "use_loras",
 )
 
 
@@ -73,6 +79,7 @@ def inline_nodes() -> list[NodeSpec]:
         load_diffusion_model,
         load_vae,
         load_text_encoder,
+        load_lora,
         encode_text,
         empty_latent,
         sample,

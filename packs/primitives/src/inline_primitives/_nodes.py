@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 
 from inline_sdk import Context, Image, Output, Param, Port, node
 
+from ._lora import LoraStack
 from ._refs import CATEGORIES, ModelRef, as_ref, inspect_model
 from ._resolve import pick_file
 from ._text import Conditioning
@@ -67,6 +68,24 @@ def load_text_encoder(
     return _load_ref(ctx, "text_encoder", file)
 
 
+@node("load/lora", title="Load LoRA", category="Loaders", icon="box", hidden=True)
+def load_lora(
+    ctx: Context,
+    lora: Annotated[Any, Port("LoRA", kind="lora")] = None,
+    *,
+    file: Annotated[str, Param("LoRA", widget="select", options_from="loras")] = "",
+    strength: Annotated[float, Param("Strength", min=-2.0, max=2.0, step=0.05)] = 1.0,
+) -> Annotated[LoraStack, Output("lora", "LoRA", kind="lora", portable=True)]:
+    """The arriving LoRA stack with ``(file, strength)`` appended (its layout checked from the
+    file's keys), so chained ``load/lora`` nodes stack adapters in wiring order."""
+    from ._lora import LoraItem, as_stack, read_layout
+
+    ctx.phase("loading", "Checking LoRA file…")
+    path = pick_file(ctx.models_dir, "loras", file)
+    item = LoraItem(file=str(path), strength=float(strength), layout=read_layout(path))
+    return LoraStack(loras=[*as_stack(lora).loras, item])
+
+
 @node("encode/text", title="Encode Text", category="Conditioning", icon="type", hidden=True)
 def encode_text(
     ctx: Context,
@@ -113,6 +132,7 @@ def sample(
     positive: Annotated[Conditioning, Port("Positive", kind="conditioning")],
     negative: Annotated[Conditioning | None, Port("Negative", kind="conditioning")],
     latent: Annotated[Latent, Port("Latent", kind="latent")],
+    lora: Annotated[Any, Port("LoRA", kind="lora")] = None,
     *,
     steps: Annotated[int, Param("Steps", min=1, max=200, step=1)] = 20,
     cfg: Annotated[float, Param("CFG", min=0.0, max=30.0, step=0.1)] = 5.0,
@@ -126,16 +146,21 @@ def sample(
     ] = "simple",
     seed: Annotated[int, Param("Seed (-1 = random)", widget="seed")] = -1,
     denoise: Annotated[float, Param("Denoise", min=0.0, max=1.0, step=0.05, advanced=True)] = 1.0,
+    shift: Annotated[float, Param("Shift", min=0.0, max=20.0, step=0.05, advanced=True)] = 3.0,
 ) -> Annotated[Latent, Output("latent", "Latent", kind="latent")]:
     """Z-Image's flow-matching denoise loop. ``cfg`` is ComfyUI's (1 = no guidance; Z-Image
-    Turbo's guidance 0 is cfg 1); below 1 ``denoise`` keeps part of the input latent (img2img)."""
+    Turbo's guidance 0 is cfg 1); below 1 ``denoise`` keeps part of the input latent (img2img);
+    ``shift`` is the schedule's (ComfyUI's ``ModelSamplingAuraFlow``); ``lora``: a stack from
+    ``load/lora``, merged into the loaded weights for this call (reversibly)."""
     import random
 
+    from ._lora import use_loras
     from ._runtime import get_model
 
     ref = as_ref(model, "diffusion", "Sample 'model'")
     ctx.phase("loading", "Loading model…")
     transformer = get_model(ref, ctx.memory)
+    use_loras(transformer, ref.file, lora)
     check_conditioning(transformer, positive)
     seed = seed if seed >= 0 else random.SystemRandom().randrange(2**32)
     out = run_sampler(
@@ -150,6 +175,7 @@ def sample(
         scheduler=scheduler,
         seed=seed,
         denoise=denoise,
+        shift=shift,
     )
     return Latent(out)
 

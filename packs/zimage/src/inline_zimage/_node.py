@@ -39,6 +39,7 @@ class ZImageTurbo:
         text_encoder_in: Annotated[
             Any, Port("Text encoder", kind="text-encoder", id="text_encoder")
         ] = None,
+        lora: Annotated[Any, Port("LoRA", kind="lora")] = None,
         image: Annotated[Image | None, Port("Image (img2img)")] = None,
         *,
         negative_prompt: Annotated[str, Param("Negative prompt", widget="textarea")] = "",
@@ -83,7 +84,7 @@ class ZImageTurbo:
         ] = "",
         vae: Annotated[str, Param("VAE", widget="select", options_from="vae", advanced=True)] = "",
     ) -> Annotated[Image, Output("image", "Image")]:
-        from inline_primitives import check_conditioning, inspect_model, run_sampler
+        from inline_primitives import check_conditioning, inspect_model, run_sampler, use_loras
         from inline_primitives._images import decode, encode, encode_png, latent_size
         from inline_primitives._runtime import activation_bytes, get_models
         from inline_primitives._text import encode_prompts
@@ -110,6 +111,7 @@ class ZImageTurbo:
             refs, ctx.memory, activation=activation_bytes(width, height, cfg=guidance > 0)
         )
         transformer, autoencoder, te = loaded["diffusion"], loaded["vae"], loaded["text_encoder"]
+        stack = use_loras(transformer, refs["diffusion"].file, lora)
         ctx.check_cancelled()
 
         positive = encode_prompts(te, [prompt])
@@ -154,4 +156,6 @@ class ZImageTurbo:
         }
         if image is not None:
             params["strength"] = strength
+        if stack.loras:
+            params["loras"] = [{"file": i.file, "strength": i.strength} for i in stack.loras]
         return Image(encode_png(pixels[0]), params=params)

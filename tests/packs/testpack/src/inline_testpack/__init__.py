@@ -10,7 +10,7 @@ import time
 import weakref
 from typing import Annotated, Any, NamedTuple
 
-from inline_sdk import Context, Image, NodeSpec, Output, Param, Port, hookimpl, node
+from inline_sdk import ComfyMapping, Context, Image, NodeSpec, Output, Param, Port, hookimpl, node
 
 _live: "weakref.WeakSet[Tracked]" = weakref.WeakSet()
 _barriers: dict[tuple[str, int], threading.Barrier] = {}
@@ -153,7 +153,7 @@ def spam(
     return Image(b"\x89PNG\r\n\x1a\nspam" + str(events).encode())
 
 
-@node("testpack/stream", title="Stream text", category="Test", output_kind="text")
+@node("testpack/stream", title="Stream text", category="Test", output_kind="text", concurrency=16)
 def stream(
     ctx: Context,
     *,
@@ -206,4 +206,20 @@ def inline_nodes() -> list[NodeSpec]:
         spam,
         stream,
         sleep,
+    ]
+
+
+@hookimpl
+def inline_comfyui_mappings() -> list[ComfyMapping]:
+    """A custom ComfyUI output node onto testpack/echo (the importer's pack vocabulary)."""
+    return [
+        ComfyMapping(
+            class_type="TestEchoText",
+            node="testpack/echo",
+            inputs={"text": "text"},
+            params={"suffix": "suffix"},
+            outputs=["text"],
+            widgets=["suffix"],
+            output=True,
+        )
     ]

@@ -1,0 +1,323 @@
+"""The Hugging Face importer's plan: which repo, which commit, which files, which category.
+
+``hf:ORG/NAME[@REVISION]`` is resolved to one commit; the file list (with sizes, from the
+Hub's tree) is filtered by the task's ignore patterns; the same list feeds the download and the
+estimate, so the figures describe what is staged. Only metadata is read here (the repo's info,
+its tree, ``config.json`` / ``model_index.json``): nothing is written.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from ..models._catalogs import UnsafeName, check_name
+from ..models._pull import Fetch
+from ._secrets import SecretStore
+
+#: ``--as`` values and the folder of ``models/`` each lands in.
+CATEGORY_DIRS: Final = {
+    "llm": "llm", "seq2seq": "llm", "diffusers": "diffusers",
+    "text-encoder": "text_encoders", "vae": "vae", "diffusion-model": "diffusion_models",
+    "checkpoint": "checkpoints", "lora": "loras", "controlnet": "controlnet",
+    "upscale": "upscale_models",
+}  # fmt: skip
+#: Docs, example pictures and git metadata: never part of a model.
+DEFAULT_IGNORE: Final = (
+    ".gitattributes", ".gitignore", ".github/*", "*.md", "docs/*", "*.png", "*.jpg", "*.jpeg",
+    "*.gif", "*.webp", "*.mp4", "assets/*", "images/*", "examples/*", "samples/*", "figures/*",
+)  # fmt: skip
+#: Other weight formats, skipped when the repo has safetensors.
+OTHER_WEIGHTS: Final = (
+    "*.bin", "*.pt", "*.pth", "*.ckpt", "*.msgpack", "*.h5", "*.onnx", "*.onnx_data", "*.ot",
+    "*.gguf", "*.tflite", "*.mlmodel", "*.mlpackage/*", "onnx/*", "openvino/*", "flax_model*",
+    "tf_model*", "rust_model*", "coreml/*",
+)  # fmt: skip
+WEIGHT_SUFFIXES: Final = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf")
+SEQ2SEQ_TYPES: Final = frozenset(
+    {"t5", "mt5", "umt5", "bart", "mbart", "marian", "pegasus", "led", "longt5", "m2m_100",
+     "nllb", "fsmt", "prophetnet", "blenderbot", "plbart", "bigbird_pegasus", "switch_transformers"}
+)  # fmt: skip
+
+
+class HubError(Exception):
+    """A source that cannot be imported: bad name, unknown repo or revision, gated, offline."""
+
+
+@dataclass(frozen=True, slots=True)
+class HubSource:
+    """``hf:ORG/NAME[@REVISION]``."""
+
+    repo: str
+    revision: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.repo.split("/", 1)[1]
+
+    def __str__(self) -> str:
+        return f"hf:{self.repo}" + (f"@{self.revision}" if self.revision else "")
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteFile:
+    """One file of a repo at a commit, with its size from the Hub's tree."""
+
+    path: str
+    size: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ImportPlan:
+    """What an import fetches: files of ``source`` at ``commit`` into ``dest``."""
+
+    source: HubSource
+    commit: str
+    category: str
+    dest: Path
+    files: tuple[RemoteFile, ...]
+    skipped: tuple[str, ...]
+    config: dict[str, Any] | None = None
+    token: str | None = field(default=None, repr=False)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size or 0 for f in self.files)
+
+    def fetches(self, stage: Path) -> list[Fetch]:
+        """One ``Fetch`` per file, landing under ``stage`` (the import's ready folder)."""
+        return [
+            Fetch(f.path, self.source.repo, f.path, self.commit, stage / f.path, f.size)
+            for f in self.files
+        ]
+
+
+def parse_source(text: str) -> HubSource:
+    """``hf:ORG/NAME[@REVISION]`` as a ``HubSource``; a clear error otherwise."""
+    if not text.startswith("hf:"):
+        raise HubError(f"'{text}' is not a Hugging Face source: write hf:ORG/NAME[@REVISION]")
+    repo, _, revision = text[3:].partition("@")
+    parts = repo.split("/")
+    if len(parts) != 2 or not all(parts):
+        raise HubError(f"'{text}': the repo must be ORG/NAME (hf:ORG/NAME[@REVISION])")
+    for part in parts:
+        try:
+            check_name(part)
+        except UnsafeName as exc:
+            raise HubError(f"'{text}': {exc}") from None
+    if "@" in text[3:] and not revision:
+        raise HubError(f"'{text}': an empty revision after '@'")
+    return HubSource(repo, revision or None)
+
+
+def resolve_token(data_dir: Path, token_secret: str | None) -> str | None:
+    """The Hub token: the secret ``token_secret`` names, else None (huggingface_hub then reads
+    ``HF_TOKEN`` itself). Never a token on the command line."""
+    if token_secret is None:
+        return None
+    value = SecretStore(data_dir).get(token_secret)
+    if not value:
+        raise HubError(
+            f"the secret '{token_secret}' is not set: store it with 'inline secrets set "
+            f"{token_secret}'"
+        )
+    return value
+
+
+def _hub_error(source: HubSource, exc: BaseException, token: str | None) -> HubError:
+    from huggingface_hub.errors import (
+        GatedRepoError,
+        HfHubHTTPError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
+
+    if isinstance(exc, GatedRepoError):
+        has_token = token is not None or bool(os.environ.get("HF_TOKEN"))
+        fix = (
+            "your token has no access: accept the repo's terms on the Hub with that account"
+            if has_token
+            else "accept its terms on the Hub, then set HF_TOKEN or pass --token-secret NAME"
+        )
+        return HubError(f"{source} is a gated repo: {fix}")
+    if isinstance(exc, RevisionNotFoundError):
+        return HubError(f"{source}: the repo has no revision '{source.revision}'")
+    if isinstance(exc, RepositoryNotFoundError):
+        return HubError(
+            f"{source}: no such repo (or it is private: set HF_TOKEN or pass --token-secret NAME)"
+        )
+    if isinstance(exc, HfHubHTTPError):
+        return HubError(f"{source}: the Hub answered {exc}")
+    return HubError(f"{source}: cannot reach the Hub ({endpoint()}): {exc}")
+
+
+def endpoint() -> str:
+    """The Hub's address (``HF_ENDPOINT`` selects a mirror)."""
+    from huggingface_hub import constants
+
+    return constants.ENDPOINT
+
+
+def _guard(source: HubSource, token: str | None, fn: Callable[[], Any]) -> Any:
+    from huggingface_hub.errors import HfHubHTTPError
+
+    try:
+        return fn()
+    except HfHubHTTPError as exc:
+        raise _hub_error(source, exc, token) from None
+    except Exception as exc:  # connection errors (httpx's derive from no builtin error)
+        if isinstance(exc, OSError) or type(exc).__module__.split(".")[0].startswith("http"):
+            raise _hub_error(source, exc, token) from None
+        raise
+
+
+def list_repo(source: HubSource, token: str | None) -> tuple[str, list[RemoteFile]]:
+    """The commit ``source`` names and its files (paths and sizes), from the Hub's metadata."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.hf_api import RepoFile
+
+    api = HfApi(endpoint=endpoint())
+    info = _guard(source, token, lambda: api.model_info(source.repo, revision=source.revision,
+                                                        token=token))  # fmt: skip
+    commit = str(info.sha or source.revision or "main")
+    tree = _guard(source, token, lambda: list(api.list_repo_tree(
+        source.repo, revision=commit, recursive=True, token=token)))  # fmt: skip
+    files = [
+        RemoteFile(e.path, e.lfs.size if e.lfs is not None else e.size)
+        for e in tree
+        if isinstance(e, RepoFile)
+    ]
+    return commit, sorted(files, key=lambda f: f.path)
+
+
+def read_remote_json(source: HubSource, commit: str, path: str, token: str | None) -> Any:
+    """A small JSON file of the repo (``config.json``...), read into memory, never saved."""
+    from huggingface_hub import hf_hub_url
+    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
+    def get() -> Any:
+        url = hf_hub_url(source.repo, path, revision=commit)
+        r = get_session().get(url, headers=build_hf_headers(token=token), follow_redirects=True)
+        hf_raise_for_status(r)
+        return r.json()
+
+    try:
+        return _guard(source, token, get)
+    except ValueError as exc:
+        raise HubError(f"{source}: {path} is not valid JSON: {exc}") from None
+
+
+def infer_category(paths: Sequence[str], config: dict[str, Any] | None) -> str | None:
+    """``diffusers`` for a pipeline (``model_index.json``); from ``config.json``'s
+    architectures, ``llm`` (causal LM), ``seq2seq`` (encoder-decoder) or ``text-encoder``."""
+    if "model_index.json" in paths:
+        return "diffusers"
+    if not config:
+        return None
+    archs = [str(a) for a in config.get("architectures") or []]
+    model_type = str(config.get("model_type") or "")
+    if config.get("is_encoder_decoder") or model_type in SEQ2SEQ_TYPES:
+        return "seq2seq" if not any(a.endswith("EncoderModel") for a in archs) else "text-encoder"
+    if any(a.endswith(("ForCausalLM", "LMHeadModel")) for a in archs):
+        return "llm"
+    if archs:
+        return "text-encoder"
+    return None
+
+
+def _matches(path: str, globs: Sequence[str]) -> bool:
+    base = path.rsplit("/", 1)[-1]
+    return any(fnmatch.fnmatch(path, g) or ("/" not in g and fnmatch.fnmatch(base, g))
+               for g in globs)  # fmt: skip
+
+
+def env_ignores() -> list[str]:
+    """``INLINE_HF_IGNORE``: comma-separated globs added to the defaults."""
+    from .._settings import Settings
+
+    return list(Settings.from_env().hf_ignore)
+
+
+def select_files(
+    files: Sequence[RemoteFile],
+    category: str,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+) -> tuple[list[RemoteFile], list[str]]:
+    """(kept, skipped) after the task's ignore patterns, ``INLINE_HF_IGNORE`` and ``--exclude``.
+    ``--include`` keeps only what it matches (and may bring back a default-ignored file)."""
+    paths = [f.path for f in files]
+    defaults = list(DEFAULT_IGNORE)
+    if any(p.endswith(".safetensors") for p in paths):
+        defaults += OTHER_WEIGHTS
+    if category in ("llm", "seq2seq", "text-encoder"):
+        defaults.append("original/*")  # a consolidated checkpoint beside the HF layout
+    if category == "diffusers":
+        # a consolidated single-file checkpoint sitting beside the component folders
+        defaults += [p for p in paths if "/" not in p and p.endswith(WEIGHT_SUFFIXES)]
+    drop = [*env_ignores(), *exclude]
+    kept: list[RemoteFile] = []
+    skipped: list[str] = []
+    for f in files:
+        explicit = bool(include) and _matches(f.path, include)
+        ignored = _matches(f.path, drop) or (not explicit and _matches(f.path, defaults))
+        if ignored or (include and not explicit):
+            skipped.append(f.path)
+        else:
+            kept.append(f)
+    return kept, skipped
+
+
+def plan_import(
+    source: HubSource,
+    models_dir: Path,
+    *,
+    category: str | None = None,
+    include: Sequence[str] = (),
+    exclude: Sequence[str] = (),
+    token: str | None = None,
+) -> ImportPlan:
+    """Resolve ``source`` to a commit and the files an import of it fetches."""
+    if category is not None and category not in CATEGORY_DIRS:
+        raise HubError(f"--as {category}: not a category (one of {', '.join(CATEGORY_DIRS)})")
+    commit, files = list_repo(source, token)
+    paths = [f.path for f in files]
+    config = None
+    if "config.json" in paths:
+        loaded = read_remote_json(source, commit, "config.json", token)
+        config = loaded if isinstance(loaded, dict) else None
+    found = category or infer_category(paths, config)
+    if found is None:
+        raise HubError(
+            f"{source}: cannot tell what kind of model this is (no model_index.json, no "
+            f"architectures in config.json): pass --as ({', '.join(CATEGORY_DIRS)})"
+        )
+    kept, skipped = select_files(files, found, include, exclude)
+    if not kept:
+        raise HubError(f"{source}: no file is left to import after the ignore patterns")
+    dest = models_dir / CATEGORY_DIRS[found] / source.name
+    return ImportPlan(source, commit, found, dest, tuple(kept), tuple(skipped), config, token)
+
+
+def describe(plan: ImportPlan) -> dict[str, Any]:
+    """The plan as JSON (``--dry-run --json``, the downloads API)."""
+    return {
+        "source": str(plan.source),
+        "commit": plan.commit,
+        "category": plan.category,
+        "dest": str(plan.dest),
+        "files": [{"path": f.path, "size": f.size} for f in plan.files],
+        "skipped": list(plan.skipped),
+        "bytes": plan.total_bytes,
+    }
+
+
+def source_record(plan: ImportPlan) -> str:
+    """What an imported folder records of where it came from (``.inline-source.json``)."""
+    return json.dumps({"source": f"hf:{plan.source.repo}", "revision": plan.source.revision,
+                       "commit": plan.commit, "category": plan.category}, indent=1)  # fmt: skip

@@ -1,0 +1,53 @@
+"""``inline secrets set|list|remove``: keys held by name, never given on the command line."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import sys
+from typing import Any
+
+from .._settings import Settings
+from ._secrets import SecretError, SecretStore, check_secret_name
+
+
+def add_secrets_parser(subparsers: Any) -> None:
+    """Add ``inline secrets ...`` to the CLI's subcommands."""
+    secrets = subparsers.add_parser("secrets", help="API keys and tokens, held by name")
+    sub = secrets.add_subparsers(dest="secrets_command", required=True)
+    put = sub.add_parser("set", help="store a secret; its value is read from stdin or a prompt")
+    put.add_argument("name", help="e.g. ANTHROPIC_API_KEY")
+    sub.add_parser("list", help="the names of the stored secrets (never their values)")
+    rm = sub.add_parser("remove", help="forget a secret")
+    rm.add_argument("name")
+
+
+def _read_value(name: str) -> str:
+    if sys.stdin.isatty():
+        return getpass.getpass(f"Value of {name}: ")
+    return sys.stdin.read().strip("\r\n")
+
+
+def run_secrets(args: argparse.Namespace) -> int:
+    """Run ``inline secrets ...``; the exit code."""
+    store = SecretStore(Settings.from_env().data_dir)
+    try:
+        if args.secrets_command == "list":
+            for name in store.names():
+                print(name)
+            return 0
+        if args.secrets_command == "set":
+            check_secret_name(args.name)
+            store.set(args.name, _read_value(args.name))
+            print(f"stored secret '{args.name}' in {store.path}", file=sys.stderr)
+            return 0
+        if args.secrets_command == "remove":
+            if not store.remove(args.name):
+                print(f"error: no secret named '{args.name}'", file=sys.stderr)
+                return 1
+            print(f"removed secret '{args.name}'", file=sys.stderr)
+            return 0
+    except SecretError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 2

@@ -1,0 +1,240 @@
+"""LoRA stacks: reading LoRA files and merging them into a loaded transformer, reversibly.
+
+Layouts are recognised from the keys: kohya / ComfyUI (``lora_unet_<path>`` or dotted
+``diffusion_model.<path>`` with ``.lora_down`` / ``.lora_up`` / ``.alpha``) and diffusers / peft
+(``transformer.<path>.lora_A`` / ``.lora_B``). Target paths may name the module's own (diffusers)
+parameters or the base file's original ones (fused ``qkv``): those deltas go through the family's
+converter, which splits them as it splits the weights. A file whose keys match nothing is refused,
+naming them.
+
+Merging never reloads the base weights: the first LoRA to touch a parameter keeps a copy of its
+original, and removing (or changing) the stack copies the originals back, exactly.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any, Final
+
+import msgspec
+
+from ._errors import ModelFileError
+
+#: suffix -> (role, layout family)
+SUFFIXES: Final = (
+    (".lora_down.weight", "down", "kohya"),
+    (".lora_up.weight", "up", "kohya"),
+    (".lora_A.weight", "down", "peft"),
+    (".lora_B.weight", "up", "peft"),
+    (".lora_A.default.weight", "down", "peft"),
+    (".lora_B.default.weight", "up", "peft"),
+    (".alpha", "alpha", ""),
+)
+PREFIXES: Final = (
+    "base_model.model.",
+    "model.diffusion_model.",
+    "diffusion_model.",
+    "transformer.",
+)
+KOHYA_PREFIX: Final = "lora_unet_"
+_LOCK = threading.Lock()
+
+
+class LoraItem(msgspec.Struct, frozen=True, kw_only=True):
+    """One LoRA of a stack: the resolved file, its strength and the layout its keys showed."""
+
+    file: str
+    strength: float
+    layout: str
+
+
+class LoraStack(msgspec.Struct, frozen=True, kw_only=True):
+    """What ``load/lora`` outputs: LoRAs in wiring order (plain data any pack may read)."""
+
+    loras: list[LoraItem] = []
+
+
+class LoraRefused(ModelFileError):
+    """A LoRA file whose keys match no known layout, or name nothing in the model."""
+
+    def __init__(self, path: str, message: str, keys: list[str]) -> None:
+        shown = ", ".join(keys[:8]) + (f" (+{len(keys) - 8} more)" if len(keys) > 8 else "")
+        super().__init__(path, f"LoRA {message}: {shown}")
+        self.keys = keys
+
+
+def as_stack(value: Any) -> LoraStack:
+    """A ``lora`` input (a stack from ``load/lora``, as a struct or its JSON) as a ``LoraStack``."""
+    if value is None:
+        return LoraStack()
+    if isinstance(value, LoraStack):
+        return value
+    try:
+        return msgspec.convert(value, LoraStack)
+    except (msgspec.ValidationError, TypeError):
+        raise ValueError("the 'lora' input is not a LoRA stack from load/lora.") from None
+
+
+def group_keys(keys: list[str]) -> tuple[str, dict[str, dict[str, str]]]:
+    """The layout (``kohya``, ``comfyui`` or ``peft``) and, per target path, the file key of
+    each role (``down``, ``up``, ``alpha``); ``{}`` when nothing looks like a LoRA."""
+    groups: dict[str, dict[str, str]] = {}
+    families: set[str] = set()
+    for key in keys:
+        for suffix, role, family in SUFFIXES:
+            if key.endswith(suffix):
+                groups.setdefault(key[: -len(suffix)], {})[role] = key
+                if family:
+                    families.add(family)
+                break
+    groups = {base: roles for base, roles in groups.items() if "down" in roles and "up" in roles}
+    if not groups:
+        return "", {}
+    if "peft" in families:
+        layout = "peft"
+    elif all(base.startswith(KOHYA_PREFIX) for base in groups):
+        layout = "kohya"
+    else:
+        layout = "comfyui"
+    return layout, groups
+
+
+def read_layout(path: Path) -> str:
+    """The layout of the LoRA at ``path`` (headers only); raise ``LoraRefused``."""
+    from ._header import read_header
+
+    keys = sorted(read_header(path).tensors)
+    layout, _ = group_keys(keys)
+    if not layout:
+        raise LoraRefused(
+            str(path), "its keys match no LoRA layout (kohya/ComfyUI or diffusers/peft)", keys
+        )
+    return layout
+
+
+def _strip(base: str) -> str:
+    if base.startswith(KOHYA_PREFIX):
+        return base[len(KOHYA_PREFIX) :]
+    for prefix in PREFIXES:
+        if base.startswith(prefix):
+            return base[len(prefix) :]
+    return base
+
+
+def _targets(module_keys: set[str], original_keys: set[str]) -> dict[str, tuple[str, str]]:
+    """Every weight a LoRA may name -> (its name, ``module`` or ``original``), by dotted name
+    and by kohya's underscored name."""
+    out: dict[str, tuple[str, str]] = {}
+    for where, keys in (("original", original_keys), ("module", module_keys)):
+        for key in keys:
+            if key.endswith(".weight"):
+                name = key[: -len(".weight")]
+                out[name] = (name, where)
+                out[name.replace(".", "_")] = (name, where)
+    return out
+
+
+def lora_deltas(path: Path, strength: float, module: Any, detection: Any) -> dict[str, Any]:
+    """The weight deltas (``strength * up @ down * alpha / rank``, float32) of one LoRA, keyed by
+    the module's parameter names; raise ``LoraRefused`` naming keys that target nothing."""
+    import torch
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt", device="cpu") as fh:
+        keys = list(fh.keys())
+        layout, groups = group_keys(keys)
+        if not layout:
+            raise LoraRefused(
+                str(path),
+                "its keys match no LoRA layout (kohya/ComfyUI or diffusers/peft)",
+                sorted(keys),
+            )
+        module_keys = set(module.state_dict().keys())
+        targets = _targets(module_keys, set(detection.keys))
+        unknown = [roles["down"] for base, roles in groups.items() if _strip(base) not in targets]
+        if unknown:
+            raise LoraRefused(
+                str(path), "these keys name no weight of the diffusion model", sorted(unknown)
+            )
+        direct: dict[str, Any] = {}
+        original: dict[str, Any] = {}
+        for base, roles in groups.items():
+            down = fh.get_tensor(roles["down"]).to(torch.float32)
+            up = fh.get_tensor(roles["up"]).to(torch.float32)
+            rank = down.shape[0]
+            scale = float(strength)
+            if "alpha" in roles:
+                scale *= float(fh.get_tensor(roles["alpha"]).item()) / rank
+            delta = (up.flatten(1) @ down.flatten(1)) * scale
+            name, where = targets[_strip(base)]
+            (direct if where == "module" else original)[f"{name}.weight"] = delta
+    if original:
+        converted = detection.component.convert(original, detection.layout, detection.config)
+        for key, delta in converted.items():
+            direct[key] = direct[key] + delta if key in direct else delta
+    return direct
+
+
+def apply_loras(module: Any, stack: LoraStack, detection: Any, stamps: tuple[Any, ...]) -> None:
+    """Make ``module``'s weights its originals plus ``stack``'s deltas (nothing when empty).
+
+    ``stamps`` identifies the files' contents (path, size, mtime each): the same stack on the
+    same files is a no-op. Originals of touched weights are kept on the module and copied back
+    first, so removing a stack restores the base exactly and no base weight is ever re-read.
+    """
+    import torch
+
+    key = tuple(
+        (item.file, item.strength, stamp) for item, stamp in zip(stack.loras, stamps, strict=True)
+    )
+    with _LOCK:
+        if getattr(module, "_inline_lora_key", ()) == key:
+            return
+        params = dict(module.named_parameters())
+        backup: dict[str, Any] = getattr(module, "_inline_lora_backup", {})
+        with torch.no_grad():
+            for name, original in backup.items():
+                params[name].data.copy_(original)
+            module._inline_lora_key = ()
+            if not stack.loras:
+                backup = {}
+            total: dict[str, Any] = {}
+            for item in stack.loras:
+                for name, delta in lora_deltas(
+                    Path(item.file), item.strength, module, detection
+                ).items():
+                    total[name] = total[name] + delta if name in total else delta
+            for name, delta in total.items():
+                param = params.get(name)
+                if param is None or param.is_meta or type(param.data) is not torch.Tensor:
+                    raise ValueError(
+                        f"LoRA cannot change '{name}': the model is placed quantized or streamed; "
+                        "LoRAs need it resident (or model-offloaded) in full precision"
+                    )
+                if tuple(param.shape) != tuple(delta.shape):
+                    raise ValueError(
+                        f"LoRA delta for '{name}' is {tuple(delta.shape)}, the weight is "
+                        f"{tuple(param.shape)}"
+                    )
+                if name not in backup:
+                    backup[name] = param.data.detach().clone()
+                merged = backup[name].to(torch.float32) + delta.to(param.device)
+                param.data.copy_(merged.to(param.dtype))
+        module._inline_lora_backup = backup
+        module._inline_lora_key = key
+
+
+def use_loras(module: Any, model_file: str, value: Any) -> LoraStack:
+    """Put the stack on ``value`` (a ``lora`` input; ``None``: no LoRA) onto the transformer
+    loaded from ``model_file``; the stack applied."""
+    from ._families import detect
+    from ._loading import file_key
+
+    stack = as_stack(value)
+    if not stack.loras and not getattr(module, "_inline_lora_key", ()):
+        return stack
+    detection = detect(Path(model_file), "diffusion")
+    stamps = tuple(file_key(Path(item.file)) for item in stack.loras)
+    apply_loras(module, stack, detection, stamps)
+    return stack

@@ -1,0 +1,146 @@
+"""The hosted nodes through a real server: the picture becomes a take, a missing secret is
+named, and a secret's value never reaches a log, the run state, a take, an error or /v1/health."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from ..api._helpers import body, node, run_to_end
+from ..api.conftest import Server, start_server
+from ..e2e.conftest import inline_exe
+from ._fakes import FakeUpstream
+from .conftest import PNG
+
+ANTHROPIC_KEY = "sk-ant-never-shown-4b1d"
+GEMINI_KEY = "AIza-never-shown-77c3"
+
+
+@pytest.fixture(scope="module")
+def fake() -> Iterator[FakeUpstream]:
+    with FakeUpstream(PNG) as upstream:
+        yield upstream
+
+
+def set_secret(data_dir: Path, name: str, value: str) -> None:
+    proc = subprocess.run([inline_exe(), "secrets", "set", name], input=value + "\n", text=True,
+                          capture_output=True, env={**os.environ, "INLINE_DATA_DIR": str(data_dir)},
+                          timeout=60)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert value not in proc.stdout + proc.stderr
+
+
+@pytest.fixture(scope="module")
+def server(
+    hosted_data: Path,
+    builtin_dir: Path,
+    fake: FakeUpstream,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Server]:
+    set_secret(hosted_data, "ANTHROPIC_API_KEY", ANTHROPIC_KEY)
+    set_secret(hosted_data, "GEMINI_API_KEY", GEMINI_KEY)
+    inputs = tmp_path_factory.mktemp("hosted-inputs")
+    srv = start_server(hosted_data, inputs, {
+        "INLINE_BUILTIN_PACKS": str(builtin_dir), "INLINE_ANTHROPIC_BASE_URL": fake.url,
+        "INLINE_GEMINI_BASE_URL": fake.url, "INLINE_WORKER_ECHO": "1",
+    })  # fmt: skip
+    yield srv
+    srv.stop()
+
+
+def test_secrets_cli_lists_names_and_writes_0600(hosted_data: Path, server: Server):
+    env = {**os.environ, "INLINE_DATA_DIR": str(hosted_data)}
+    listed = subprocess.run([inline_exe(), "secrets", "list"], env=env, capture_output=True,
+                            text=True, timeout=60)  # fmt: skip
+    assert listed.stdout.split() == ["ANTHROPIC_API_KEY", "GEMINI_API_KEY"]
+    assert (hosted_data / "secrets.json").stat().st_mode & 0o777 == 0o600
+    set_secret(hosted_data, "SCRATCH", "x")
+    removed = subprocess.run([inline_exe(), "secrets", "remove", "SCRATCH"], env=env,
+                             capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert removed.returncode == 0
+    again = subprocess.run([inline_exe(), "secrets", "remove", "SCRATCH"], env=env,
+                           capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert again.returncode == 1 and "no secret named 'SCRATCH'" in again.stderr
+    bad = subprocess.run([inline_exe(), "secrets", "set", "bad name"], env=env, input="v",
+                         capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert bad.returncode == 1 and "is not a secret name" in bad.stderr
+
+
+def test_hosted_runs_take_their_secret_and_never_show_it(
+    server: Server, fake: FakeUpstream, hosted_data: Path
+):
+    seen: list[str] = []
+    with server.client() as c:
+        ask = {"model": "claude-test", "messages": [{"role": "user", "content": "Weather?"}]}
+        text = run_to_end(c, server.ws, body("c", node("c", "anthropic/complete", ask)))
+        assert text["error"] is None, text
+        sent = fake.requests[-1]
+        auth = {k.lower(): v for k, v in sent["headers"].items()}
+        assert ANTHROPIC_KEY in (auth.get("x-api-key"), auth.get("authorization", "")[7:])
+        seen.append(str(text))
+
+        picture = node("g", "google/gemini-image", {"size": "2K", "seed": 9}, prompt=("p", "text"))
+        prompt = node("p", "input/text", {"text": "a red bicycle"})
+        image = run_to_end(c, server.ws, body("g", prompt, picture))
+        assert image["error"] is None, image
+        (take,) = image["takes"]
+        assert take["kind"] == "image" and take["nodeId"] == "g"
+        data = c.get(f"/v1/takes/{take['id']}/bytes").content
+        # the upstream's picture, with the host's iTXt chunk (node, params, graph) added
+        assert data[:33] == PNG[:33] and PNG[33:] in data
+        assert take["params"]["seed"] == 9 and take["params"]["size"] == "2K"
+        seen.append(str(image))
+        seen.append(c.get(f"/v1/takes/{take['id']}").text)
+        seen.append(data.decode("latin-1"))
+
+        unset = {"api_key_secret": "NOT_STORED", "messages": [{"role": "user", "content": "hi"}]}
+        missing = run_to_end(c, server.ws, body("m", node("m", "anthropic/complete", unset)))
+        assert missing["error"]["nodeId"] == "m"
+        assert "The secret 'NOT_STORED' is not set" in missing["error"]["message"]
+        assert "inline secrets set NOT_STORED" in missing["error"]["message"]
+
+        # an upstream that quotes the key in its error: the message names provider and status,
+        # and the key is masked before it leaves the worker
+        fake.echo_key = True
+        fake.fail = [401]
+        try:
+            other = {"model": "claude-other", "messages": [{"role": "user", "content": "x"}]}
+            failed = run_to_end(c, server.ws, body("f", node("f", "anthropic/complete", other)))
+        finally:
+            fake.echo_key = False
+        message = failed["error"]["message"]
+        assert "Anthropic API error (401): fake upstream says 401 (key ***)" in message
+        seen.append(str(failed))
+
+        health = c.get("/v1/health")
+        assert health.status_code == 200
+        seen.append(health.text)
+        seen.append(c.get("/v1/takes").text)
+    server.stop()
+    logs = [server.log, *sorted((hosted_data / "logs").glob("*.log"))]
+    seen += [p.read_text(errors="replace") for p in logs if p.is_file()]
+    for blob in seen:
+        assert ANTHROPIC_KEY not in blob and GEMINI_KEY not in blob
+    for db in hosted_data.glob("inline.db*"):
+        data = db.read_bytes()
+        assert ANTHROPIC_KEY.encode() not in data and GEMINI_KEY.encode() not in data
+
+
+def test_worker_env_is_an_allow_list(monkeypatch: pytest.MonkeyPatch):
+    from inline_registry import worker_env
+
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "aws-secret")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "from-env")
+    monkeypatch.setenv("INLINE_TOKEN", "host-token")
+    monkeypatch.setenv("INLINE_ANTHROPIC_BASE_URL", "http://127.0.0.1:1")
+    monkeypatch.setenv("INLINE_GEMINI_BASE_URL", "http://127.0.0.1:2")
+    env = worker_env()
+    assert "AWS_SECRET_ACCESS_KEY" not in env and "ANTHROPIC_API_KEY" not in env
+    assert "INLINE_TOKEN" not in env
+    assert env["INLINE_ANTHROPIC_BASE_URL"] == "http://127.0.0.1:1"
+    assert env["INLINE_GEMINI_BASE_URL"] == "http://127.0.0.1:2"
+    assert env["PATH"] == os.environ["PATH"] and env["HF_HUB_OFFLINE"] == "1"
