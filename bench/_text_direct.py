@@ -39,7 +39,7 @@ def main(folder: str, new_tokens: int) -> None:
                                       return_dict=True)  # fmt: skip
         clock = Clock()
         with torch.inference_mode():
-            model.generate(**ids, max_new_tokens=new_tokens, min_new_tokens=new_tokens,
+            model.generate(**ids, max_new_tokens=new_tokens,
                            do_sample=False, streamer=clock)  # fmt: skip
         t = clock.times
         print(json.dumps({"ttft": t[0] - started, "decode": t[-1] - t[0], "tokens": len(t)}),
