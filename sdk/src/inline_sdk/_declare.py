@@ -31,6 +31,7 @@ CATALOGS: Final = frozenset(
         "embeddings",
         "annotators",
         "characters",
+        "llm",  # transformers folders (models/llm/<name>/), narrowed per node by architecture
     }
 )
 

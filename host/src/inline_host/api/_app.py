@@ -22,6 +22,7 @@ from ..comfyui._api import ComfyImportController
 from ..guard import HostPolicy, operator_token, request_guard
 from ..hub import DownloadsController, DownloadService, downloads_lifespan
 from ..models._service import ModelsService
+from ..openai import OpenAIController
 from ..packs._service import PackService
 from ..runs._engine import Engine
 from ..runs._service import RunService
@@ -174,6 +175,7 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
         PacksController,
         ComfyImportController,
         DownloadsController,
+        OpenAIController,  # /openai/v1
         run_events,
         docs_assets_router(),
     ]

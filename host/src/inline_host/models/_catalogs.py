@@ -24,10 +24,12 @@ from inline_sdk import (
     is_weight_entry,
 )
 
+from ._llm import narrow
+
 CATEGORIES: Final = (
     "diffusion_models", "checkpoints", "vae", "text_encoders", "loras", "clip_vision",
     "controlnet", "upscale_models", "latent_upscale_models", "model_patches", "embeddings",
-    "annotators", "characters",
+    "annotators", "characters", "llm",
 )  # fmt: skip
 
 
@@ -108,6 +110,7 @@ def serve_descriptor(
             params.append(field)
             continue
         names = catalogs.entries(field.options_from)
+        names = narrow(descriptor.type, field.options_from, names, catalogs)  # llm: by architecture
         options = field.options + tuple(Option(value=n, label=n) for n in names)
         default = field.default
         rec = recommended.get(field.key)

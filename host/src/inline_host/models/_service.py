@@ -10,7 +10,7 @@ from inline_sdk import Descriptor
 
 from .._settings import Settings
 from ..runs._engine import Engine
-from ._catalogs import CATEGORIES, UnsafeName
+from ._catalogs import CATEGORIES, ModelCatalogs, UnsafeName
 from ._fit import budget_of, fit, fit_answer, inventory_for
 
 
@@ -43,6 +43,23 @@ class ModelsService:
         from ..comfyui._sources import registry_mappings
 
         return registry_mappings(self._engine.registry)
+
+    @property
+    def catalogs(self) -> ModelCatalogs:
+        """The models dir's catalogs (pickers, folders)."""
+        return self._engine.catalogs
+
+    def hosted_text(self) -> list[Any]:
+        """The hosted text models (``anthropic/<model>``...) OpenAI clients may name."""
+        from ..hub import hosted_text_models
+
+        return hosted_text_models(self._settings.data_dir)
+
+    def hosted(self, model_id: str) -> Any:
+        """The hosted text model ``model_id`` names, or None."""
+        from ..hub import hosted_model
+
+        return hosted_model(model_id, self._settings.data_dir)
 
     def find(self, ref: str) -> Path:
         """The file ``<category>/<name>`` names; raises ``UnknownModel`` or ``UnsafeName``."""

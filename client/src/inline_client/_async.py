@@ -1,0 +1,235 @@
+"""``AsyncClient``: complete, rewrite, generate, runs, events and takes over ``/v1``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import msgspec
+
+from ._errors import ApiError, GraphInvalid, RunFailed
+from ._types import (
+    TERMINAL,
+    CompletionChunk,
+    Event,
+    GeneratedImage,
+    Other,
+    RunState,
+    Snapshot,
+    Take,
+    ToolCall,
+    decode_event,
+)
+from ._ws import messages
+
+_state = msgspec.json.Decoder(RunState)
+_take = msgspec.json.Decoder(Take)
+
+
+def _graph(*nodes: dict[str, Any]) -> dict[str, Any]:
+    return {"schemaVersion": 1, "nodes": list(nodes)}
+
+
+def _raise_for(r: httpx.Response) -> None:
+    if r.status_code < 400:
+        return
+    try:
+        body = r.json()
+    except ValueError:
+        raise ApiError(r.status_code, "http_error", r.text[:500]) from None
+    error = body.get("error", {}) if isinstance(body, dict) else {}
+    if not isinstance(error, dict):
+        error = {"message": str(error)}
+    code = str(error.get("code") or error.get("type") or "http_error")
+    message = str(error.get("message") or body)
+    if r.status_code == 422 and "errors" in error:
+        raise GraphInvalid(r.status_code, code, message, list(error["errors"]), body)
+    if r.status_code == 422 and code == "invalid_graph":
+        raise GraphInvalid(r.status_code, code, message, [error], body)
+    raise ApiError(r.status_code, code, message, body)
+
+
+class AsyncRun:
+    """A submitted run: follow its ``events()``, ``wait()`` for it, read its ``takes()``."""
+
+    def __init__(self, client: AsyncClient, run_id: str) -> None:
+        self.client = client
+        self.id = run_id
+
+    async def events(self) -> AsyncIterator[Event | Other]:
+        """Every event (a snapshot first) until the terminal one."""
+        url = self.client.url.replace("http", "ws", 1) + f"/v1/runs/{self.id}/events"
+        async for raw in messages(url, self.client._auth, self.client.timeout):
+            event = decode_event(raw)
+            yield event
+            if isinstance(event, TERMINAL):
+                return
+            if isinstance(event, Snapshot) and event.state.finished:
+                return
+
+    async def state(self) -> RunState:
+        r = await self.client._http.get(f"/v1/runs/{self.id}")
+        _raise_for(r)
+        return _state.decode(r.content)
+
+    async def wait(self, *, check: bool = True) -> RunState:
+        """The final state (``RunFailed`` unless it is ``done``, when ``check``)."""
+        async for _event in self.events():
+            pass
+        state = await self.state()
+        if check and state.status != "done":
+            raise RunFailed(state)
+        return state
+
+    async def takes(self) -> list[Take]:
+        return list((await self.state()).takes)
+
+    async def cancel(self) -> None:
+        _raise_for(await self.client._http.delete(f"/v1/runs/{self.id}"))
+
+
+class AsyncClient:
+    """An async client of an Inline server (``token``: its bearer token, if it has one)."""
+
+    def __init__(self, url: str = "http://127.0.0.1:8848", token: str | None = None, *,
+                 timeout: float = 600.0) -> None:  # fmt: skip
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self._auth = {"Authorization": f"Bearer {token}"} if token else {}
+        self._http = httpx.AsyncClient(base_url=self.url, headers=self._auth, timeout=timeout)
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    # runs and takes ---------------------------------------------------------------------------
+    async def run(self, graph: dict[str, Any], target: str, **extra: Any) -> AsyncRun:
+        """Submit ``graph`` (``{"schemaVersion": 1, "nodes": [...]}``); ``GraphInvalid`` lists
+        every problem."""
+        r = await self._http.post("/v1/runs", json={"graph": graph, "target": target, **extra})
+        _raise_for(r)
+        return AsyncRun(self, r.json()["runId"])
+
+    async def take(self, take_id: str) -> Take:
+        r = await self._http.get(f"/v1/takes/{take_id}")
+        _raise_for(r)
+        return _take.decode(r.content)
+
+    async def take_bytes(self, take_id: str) -> bytes:
+        r = await self._http.get(f"/v1/takes/{take_id}/bytes")
+        _raise_for(r)
+        return r.content
+
+    # tasks ------------------------------------------------------------------------------------
+    async def complete(
+        self,
+        model: str,
+        messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]] | None = None,
+        max_new_tokens: int = 2048,
+        temperature: float = 0.7,
+        **params: Any,
+    ) -> AsyncIterator[CompletionChunk]:
+        """A chat completion, streamed: content and thinking chunks as they come, then one with
+        the tool calls and the ``finish_reason`` (``stop``, ``length`` or ``tool_calls``).
+
+        ``model`` is a folder of ``models/llm/``; ``params`` are ``text/complete``'s (``top_p``,
+        ``seed``, ``stop``...)."""
+        body: dict[str, Any] = {
+            "model": model, "messages": messages, "stream": True,
+            "max_tokens": max_new_tokens, "temperature": temperature,
+        }  # fmt: skip
+        if tools:
+            body["tools"] = tools
+        body.update(params)
+        calls: dict[int, dict[str, str]] = {}
+        async with self._http.stream("POST", "/openai/v1/chat/completions", json=body) as r:
+            if r.status_code >= 400:
+                await r.aread()
+                _raise_for(r)
+            async for line in r.aiter_lines():
+                if not line.startswith("data: "):
+                    continue
+                data = line[6:]
+                if data == "[DONE]":
+                    return
+                chunk = json.loads(data)
+                if "error" in chunk:
+                    raise ApiError(500, str(chunk["error"].get("type")), chunk["error"]["message"])
+                for choice in chunk.get("choices", []):
+                    delta = choice.get("delta", {})
+                    for tc in delta.get("tool_calls") or []:
+                        call = calls.setdefault(
+                            tc["index"], {"id": "", "name": "", "arguments": ""}
+                        )
+                        call["id"] = tc.get("id") or call["id"]
+                        fn = tc.get("function") or {}
+                        call["name"] = fn.get("name") or call["name"]
+                        call["arguments"] += fn.get("arguments") or ""
+                    finish = choice.get("finish_reason")
+                    content = delta.get("content") or ""
+                    thinking = delta.get("reasoning_content") or ""
+                    if content or thinking or finish:
+                        yield CompletionChunk(
+                            content=content,
+                            thinking=thinking,
+                            tool_calls=[ToolCall(**calls[i]) for i in sorted(calls)]
+                            if finish
+                            else [],
+                            finish_reason=finish,
+                        )
+
+    async def rewrite(self, model: str, text: str, **params: Any) -> str:
+        """``text`` rewritten by an encoder-decoder folder of ``models/llm/`` (``prefix``,
+        ``max_new_tokens``, ``num_beams``, ``temperature``, ``seed``)."""
+        graph = _graph(
+            {"id": "text", "type": "input/text", "params": {"text": text}},
+            {"id": "rewrite", "type": "text/rewrite", "params": {"model": model, **params},
+             "inputs": {"text": {"from": "text", "output": "text"}}},
+        )  # fmt: skip
+        run = await self.run(graph, "rewrite")
+        state = await run.wait()
+        take = next((t for t in state.takes if t.kind == "text" and t.node_id == "rewrite"), None)
+        if take is None:
+            raise ApiError(500, "no_take", f"run {run.id} produced no text take")
+        return (await self.take_bytes(take.id)).decode()
+
+    async def generate(self, node_or_model: str, prompt: str, *, image: bytes | None = None,
+                       **params: Any) -> GeneratedImage:  # fmt: skip
+        """An image from a generation node (``alibaba/z-image-turbo``...) and a prompt;
+        ``image`` (PNG bytes) for image-to-image; ``params`` are the node's."""
+        nodes: list[dict[str, Any]] = [
+            {"id": "prompt", "type": "input/text", "params": {"text": prompt}}
+        ]
+        inputs: dict[str, Any] = {"prompt": {"from": "prompt", "output": "text"}}
+        if image is not None:
+            r = await self._http.post(
+                "/v1/assets", content=image, headers={"Content-Type": "image/png"}
+            )
+            _raise_for(r)
+            asset = {"ref": "asset", "id": r.json()["id"]}
+            nodes.append({"id": "image", "type": "input/image", "params": {"asset": asset}})
+            inputs["image"] = {"from": "image", "output": "image"}
+        nodes.append({"id": "generate", "type": node_or_model, "params": params, "inputs": inputs})
+        run = await self.run(_graph(*nodes), "generate")
+        state = await run.wait()
+        take = next((t for t in state.takes if t.kind == "image"), None)
+        if take is None:
+            raise ApiError(500, "no_take", f"run {run.id} produced no image")
+        data = await self.take_bytes(take.id)
+        width, height = _png_size(data)
+        return GeneratedImage(image=data, width=width, height=height, params=dict(take.params),
+                              take=take)  # fmt: skip
+
+
+def _png_size(data: bytes) -> tuple[int, int]:
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        return 0, 0
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")

@@ -1,0 +1,161 @@
+"""Mapping OpenAI chat requests onto ``text/complete`` runs, and its outputs back."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any, Final
+
+import msgspec
+
+from ._schemas import (
+    ChatChunk,
+    ChatRequest,
+    ChunkChoice,
+    Delta,
+    FunctionCall,
+    OpenAIError,
+    ToolCall,
+    ToolCallDelta,
+    Usage,
+)
+
+NODE_TYPE: Final = "text/complete"
+NODE_ID: Final = "complete"
+#: Argument fragments of a streamed tool call are at most this many characters.
+ARGUMENT_PIECE: Final = 16
+
+
+def _content(msg: dict[str, Any], i: int) -> str:
+    content = msg.get("content")
+    if content is None or isinstance(content, str):
+        return content or ""
+    if isinstance(content, list):  # content parts: only text is understood
+        texts = []
+        for j, part in enumerate(content):
+            if not isinstance(part, dict) or part.get("type") != "text":
+                raise OpenAIError(
+                    400,
+                    f"messages[{i}].content[{j}]: only text parts are supported",
+                    param=f"messages[{i}].content",
+                )
+            texts.append(str(part.get("text", "")))
+        return "".join(texts)
+    raise OpenAIError(400, f"messages[{i}].content must be a string or a list of parts",
+                      param=f"messages[{i}].content")  # fmt: skip
+
+
+def messages_param(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The node's ``messages``: roles checked, content parts joined, tool calls kept."""
+    if not messages:
+        raise OpenAIError(400, "messages must not be empty", param="messages")
+    out = []
+    for i, msg in enumerate(messages):
+        role = msg.get("role") if isinstance(msg, dict) else None
+        if role == "developer":
+            role = "system"
+        if role not in ("system", "user", "assistant", "tool"):
+            raise OpenAIError(400, f"messages[{i}].role {role!r} is not supported",
+                              param=f"messages[{i}].role")  # fmt: skip
+        item: dict[str, Any] = {"role": role, "content": _content(msg, i)}
+        if role == "assistant" and msg.get("tool_calls"):
+            item["tool_calls"] = msg["tool_calls"]
+        if role == "tool" and msg.get("tool_call_id"):
+            item["tool_call_id"] = msg["tool_call_id"]
+        out.append(item)
+    return out
+
+
+def run_request(
+    req: ChatRequest, raw_tools: Any = None, node: tuple[str, dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    """The ``/v1`` run request for one chat completion (``raw_tools``: the tools exactly as
+    sent, so the chat template renders them as the client wrote them). ``node``: a hosted
+    model's node type and the params that select it, instead of ``text/complete``."""
+    if req.n not in (None, 1):
+        raise OpenAIError(400, "only n=1 is supported", param="n")
+    node_type, base = node if node is not None else (NODE_TYPE, {"model": req.model})
+    params: dict[str, Any] = {**base, "messages": messages_param(req.messages)}
+    max_new = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
+    if max_new is not None:
+        if max_new < 1:
+            raise OpenAIError(400, "max_tokens must be at least 1", param="max_tokens")
+        params["max_new_tokens"] = max_new
+    if req.temperature is not None:
+        if not 0 <= req.temperature <= 2:
+            raise OpenAIError(400, "temperature must be between 0 and 2", param="temperature")
+        params["temperature"] = req.temperature
+    if req.top_p is not None:
+        if not 0 <= req.top_p <= 1:
+            raise OpenAIError(400, "top_p must be between 0 and 1", param="top_p")
+        params["top_p"] = req.top_p
+    if req.seed is not None:
+        params["seed"] = req.seed
+    if req.stop:
+        params["stop"] = [req.stop] if isinstance(req.stop, str) else list(req.stop)
+    if req.tools and req.tool_choice != "none":
+        params["tools"] = (
+            raw_tools if isinstance(raw_tools, list) else msgspec.to_builtins(req.tools)
+        )
+    return {
+        "graph": {
+            "schemaVersion": 1,
+            "nodes": [{"id": NODE_ID, "type": node_type, "params": params}],
+        },
+        "target": NODE_ID,
+    }
+
+
+def tool_calls(outputs: dict[str, str]) -> list[ToolCall]:
+    """The node's ``tool_calls`` output as OpenAI tool calls."""
+    raw = json.loads(outputs.get("tool_calls") or "[]")
+    return [
+        ToolCall(id=c["id"], function=FunctionCall(name=c["name"], arguments=c["arguments"]))
+        for c in raw
+    ]
+
+
+def usage(outputs: dict[str, str]) -> Usage:
+    raw = json.loads(outputs.get("usage") or "{}")
+    prompt, completion = int(raw.get("prompt_tokens", 0)), int(raw.get("completion_tokens", 0))
+    return Usage(prompt_tokens=prompt, completion_tokens=completion,
+                 total_tokens=prompt + completion)  # fmt: skip
+
+
+class Chunks:
+    """Builds the stream's chunks for one completion (all with one id, created and model)."""
+
+    def __init__(self, completion_id: str, created: int, model: str) -> None:
+        self.id, self.created, self.model = completion_id, created, model
+
+    def chunk(self, delta: Delta, finish: str | None = None, usage: Usage | None = None) -> bytes:
+        body = ChatChunk(
+            id=self.id,
+            created=self.created,
+            model=self.model,
+            choices=[ChunkChoice(index=0, delta=delta, finish_reason=finish)],
+            usage=usage,
+        )
+        return b"data: " + msgspec.json.encode(body) + b"\n\n"
+
+    def usage_chunk(self, used: Usage) -> bytes:
+        body = ChatChunk(id=self.id, created=self.created, model=self.model, choices=[],
+                         usage=used)  # fmt: skip
+        return b"data: " + msgspec.json.encode(body) + b"\n\n"
+
+    def tool_call_chunks(self, calls: list[ToolCall]) -> Iterator[bytes]:
+        """Each call as OpenAI streams it: index, id, type and name first, then its arguments
+        in fragments."""
+        for i, call in enumerate(calls):
+            name = FunctionCall(name=call.function.name, arguments="")
+            head = ToolCallDelta(index=i, id=call.id, type="function", function=name)
+            yield self.chunk(Delta(tool_calls=[head]))
+            args = call.function.arguments or ""
+            for start in range(0, len(args), ARGUMENT_PIECE):
+                piece = ToolCallDelta(
+                    index=i, function=FunctionCall(arguments=args[start : start + ARGUMENT_PIECE])
+                )
+                yield self.chunk(Delta(tool_calls=[piece]))
+
+
+DONE: Final = b"data: [DONE]\n\n"

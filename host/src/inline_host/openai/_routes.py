@@ -1,0 +1,210 @@
+"""``/openai/v1``: OpenAI's chat completions and models over ``text/complete`` runs.
+
+Each chat completion is a durable run (a one-node graph with ``text/complete``), visible in
+``/v1/runs`` with its takes. A streamed completion follows the run's events: each ``delta`` of
+the node's ``text`` (and ``thinking``) output becomes a content (reasoning) chunk; the tool calls
+and the finish reason follow once the node is done, then ``data: [DONE]``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import msgspec
+from inline_core import DocumentInvalid, RequestInvalid
+from litestar import Controller, MediaType, Request, Response, get, post
+from litestar.response import Stream
+
+from ..models._llm import CATEGORY, llm_entries
+from ..models._service import ModelsService
+from ._chat import DONE, NODE_ID, Chunks, run_request, tool_calls, usage
+from ._schemas import (
+    ChatCompletion,
+    ChatRequest,
+    Choice,
+    Delta,
+    Message,
+    ModelCard,
+    ModelList,
+    OpenAIError,
+)
+
+_decode_request = msgspec.json.Decoder(ChatRequest)
+_decode_event = msgspec.json.Decoder()
+
+
+def openai_error(_request: Request[Any, Any, Any], exc: OpenAIError) -> Response[Any]:
+    """Every error of these routes in OpenAI's shape."""
+    return Response(exc.body(), status_code=exc.status, media_type=MediaType.JSON)
+
+
+def _models(models: ModelsService) -> list[ModelCard]:
+    """The causal LM folders of ``models/llm/``, then the hosted text models."""
+    catalogs = models.catalogs
+    cards = []
+    for name in llm_entries(catalogs, "causal"):
+        folder = catalogs.find(CATEGORY, name)
+        created = int(folder.stat().st_mtime) if folder is not None else 0
+        cards.append(ModelCard(id=name, created=created))
+    cards += [ModelCard(id=m.id, created=0, owned_by=m.owned_by) for m in models.hosted_text()]
+    return cards
+
+
+def _parse(raw: bytes, models: ModelsService) -> ChatRequest:
+    try:
+        req = _decode_request.decode(raw)
+    except msgspec.ValidationError as exc:
+        message, _, at = str(exc).rpartition(" - at `")
+        param = at.rstrip("`").removeprefix("$.") if message else None
+        raise OpenAIError(400, message or str(exc), param=param) from None
+    except msgspec.DecodeError as exc:
+        raise OpenAIError(400, f"The body is not valid JSON: {exc}") from None
+    if req.model not in llm_entries(models.catalogs, "causal") and models.hosted(req.model) is None:
+        raise OpenAIError(
+            404,
+            f"The model '{req.model}' does not exist (no causal LM folder models/llm/{req.model}"
+            ", and no hosted model of that id)",
+            code="model_not_found",
+            param="model",
+        )
+    return req
+
+
+async def _submit(service: Any, models: ModelsService, req: ChatRequest, raw: bytes) -> str:
+    tools = _decode_event.decode(raw).get("tools") if req.tools else None
+    hosted = models.hosted(req.model)
+    node = (hosted.node, hosted.params()) if hosted is not None else None
+    try:
+        run_id, _status, _created = await service.submit(run_request(req, tools, node))
+    except DocumentInvalid as exc:  # the node refused the params (the text pack is the judge)
+        raise OpenAIError(400, str(exc)) from None
+    except RequestInvalid as exc:
+        raise OpenAIError(400, str(exc)) from None
+    return run_id
+
+
+async def _follow(service: Any, run_id: str) -> AsyncIterator[dict[str, Any]]:
+    """The run's events until it ends (nothing when it had already ended)."""
+    subscribed = service.subscribe(run_id)
+    if subscribed is None or subscribed[0] is None:
+        return
+    sub = subscribed[0]
+    try:
+        while True:
+            for event in await sub.next_batch():
+                yield _decode_event.decode(event.data)
+                if event.terminal:
+                    return
+    finally:
+        service.unsubscribe(run_id, sub)
+
+
+def _outputs(service: Any, run_id: str) -> dict[str, str]:
+    """The target's text outputs, from the run's takes (one per output port)."""
+    state = service.state(run_id)
+    if state is None or state.status != "done":
+        message = state.error.message if state is not None and state.error else "run failed"
+        kind = "cancelled" if state is not None and state.status == "cancelled" else "server_error"
+        raise OpenAIError(500, f"The completion failed: {message}", type=kind)
+    out: dict[str, str] = {}
+    for take in state.takes:
+        record = service.take(take.id)
+        path = service.take_file(record) if record is not None else None
+        if record is not None and path is not None and take.node_id == NODE_ID:
+            out[record.port] = path.read_text(encoding="utf-8")
+    if "text" not in out:
+        raise OpenAIError(500, f"The completion's outputs are gone (run {run_id})",
+                          type="server_error")  # fmt: skip
+    return out
+
+
+class OpenAIController(Controller):
+    """OpenAI-compatible routes (auth as for ``/v1``)."""
+
+    path = "/openai/v1"
+    exception_handlers = {OpenAIError: openai_error}  # noqa: RUF012
+
+    @get("/models", sync_to_thread=False)
+    def list_models(self, models: ModelsService) -> ModelList:
+        """Every causal LM folder of ``models/llm/`` and every hosted text model."""
+        return ModelList(data=_models(models))
+
+    @get("/models/{model_id:str}", sync_to_thread=False)
+    def get_model(self, models: ModelsService, model_id: str) -> ModelCard:
+        for card in _models(models):
+            if card.id == model_id:
+                return card
+        raise OpenAIError(404, f"The model '{model_id}' does not exist", code="model_not_found")
+
+    @post("/chat/completions", status_code=200)
+    async def chat_completions(
+        self, request: Request[Any, Any, Any], service: Any, models: ModelsService
+    ) -> Response[Any]:
+        raw = await request.body()
+        req = _parse(raw, models)
+        run_id = await _submit(service, models, req, raw)
+        completion_id, created = f"chatcmpl-{run_id}", int(time.time())
+        if req.stream:
+            chunks = Chunks(completion_id, created, req.model)
+            include_usage = bool(req.stream_options and req.stream_options.include_usage)
+            return Stream(
+                _stream(service, run_id, chunks, include_usage),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache", "X-Inline-Run-Id": run_id},
+            )
+        async for _event in _follow(service, run_id):
+            pass
+        out = _outputs(service, run_id)
+        calls = tool_calls(out)
+        message = Message(
+            role="assistant",
+            content=out.get("text", "") or (None if calls else ""),
+            tool_calls=calls if calls else msgspec.UNSET,
+            reasoning_content=out["thinking"] if out.get("thinking") else msgspec.UNSET,
+        )
+        body = ChatCompletion(
+            id=completion_id,
+            created=created,
+            model=req.model,
+            choices=[
+                Choice(index=0, message=message, finish_reason=out.get("finish_reason", "stop"))
+            ],
+            usage=usage(out),
+        )
+        return Response(body, headers={"X-Inline-Run-Id": run_id})
+
+
+async def _stream(
+    service: Any, run_id: str, chunks: Chunks, include_usage: bool
+) -> AsyncIterator[bytes]:
+    yield chunks.chunk(Delta(role="assistant", content=""))
+    streamed = {"text": "", "thinking": ""}
+    async for event in _follow(service, run_id):
+        if event.get("type") != "delta" or event.get("nodeId") != NODE_ID:
+            continue
+        port, piece = event.get("output"), event.get("text") or ""
+        if port == "text":
+            streamed["text"] += piece
+            yield chunks.chunk(Delta(content=piece))
+        elif port == "thinking":
+            streamed["thinking"] += piece
+            yield chunks.chunk(Delta(reasoning_content=piece))
+    try:
+        out = _outputs(service, run_id)
+    except OpenAIError as exc:
+        yield b"data: " + msgspec.json.encode(exc.body()) + b"\n\n"
+        yield DONE
+        return
+    # a host or pack that did not stream: the rest of each output in one piece
+    for port, field in (("thinking", "reasoning_content"), ("text", "content")):
+        final = out.get(port, "")
+        if final.startswith(streamed[port]) and len(final) > len(streamed[port]):
+            yield chunks.chunk(Delta(**{field: final[len(streamed[port]) :]}))
+    for chunk in chunks.tool_call_chunks(tool_calls(out)):
+        yield chunk
+    yield chunks.chunk(Delta(), finish=out.get("finish_reason", "stop"))
+    if include_usage:
+        yield chunks.usage_chunk(usage(out))
+    yield DONE

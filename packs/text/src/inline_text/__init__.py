@@ -1,0 +1,37 @@
+"""The text pack: ``text/complete`` (any causal LM) and ``text/rewrite`` (any seq2seq LM)."""
+
+from inline_sdk import NodeSpec, hookimpl
+
+from ._card import Bucket, Budget, CardInvalid, ModelCard, bucket, budget, cache_length, read_card
+from ._complete import Complete, build_messages, normalize_tools
+from ._load import ModelNotFound, architecture, find_model
+from ._parse import ReplyParser, ToolCall, parse_call
+from ._rewrite import Rewrite
+
+__all__ = (
+    "Bucket",
+    "Budget",
+    "CardInvalid",
+    "Complete",
+    "ModelCard",
+    "ModelNotFound",
+    "ReplyParser",
+    "Rewrite",
+    "ToolCall",
+    "architecture",
+    "bucket",
+    "budget",
+    "build_messages",
+    "cache_length",
+    "find_model",
+    "inline_nodes",
+    "normalize_tools",
+    "parse_call",
+    "read_card",
+)
+
+
+@hookimpl
+def inline_nodes() -> list[NodeSpec]:
+    """The nodes of this pack."""
+    return [Complete, Rewrite]

@@ -1,0 +1,167 @@
+"""``text/complete``: any causal LM, streamed, with thinking and tool calls split out."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, NamedTuple
+
+from inline_sdk import Context, Output, Param, Port, node
+
+from ._card import budget, cache_length
+from ._generate import IncrementalDecoder, run_generate, sampling
+from ._load import find_model, load
+from ._parse import THINK_OPEN, ReplyParser
+
+ROLES = frozenset({"system", "user", "assistant", "tool"})
+
+
+class Completion(NamedTuple):
+    text: Annotated[str, Output(label="Text")]
+    thinking: Annotated[str, Output(label="Thinking")]
+    tool_calls: Annotated[str, Output(label="Tool calls (JSON)")]
+    finish_reason: Annotated[str, Output(label="Finish reason")]
+    usage: Annotated[str, Output(label="Usage (JSON)")]
+
+
+def build_messages(
+    messages: list[dict[str, Any]], system: str, prompt: str | None
+) -> list[dict[str, Any]]:
+    """The conversation: ``system`` first (unless the messages start with one), then the
+    messages, then ``prompt`` as the last user message. Raises ``ValueError`` naming the path."""
+    out: list[dict[str, Any]] = []
+    for i, msg in enumerate(messages):
+        role = msg.get("role")
+        if role not in ROLES:
+            raise ValueError(
+                f"$.params.messages[{i}].role must be one of {sorted(ROLES)}, got {role!r}"
+            )
+        content = msg.get("content")
+        if content is None:
+            content = ""
+        if not isinstance(content, str):
+            raise ValueError(f"$.params.messages[{i}].content must be text, got {content!r:.60}")
+        out.append({**msg, "content": content})
+    if system and not (out and out[0]["role"] == "system"):
+        out.insert(0, {"role": "system", "content": system})
+    if prompt:
+        out.append({"role": "user", "content": prompt})
+    if not any(m["role"] != "system" for m in out):
+        raise ValueError("text/complete needs a prompt (the input) or messages (a param)")
+    return out
+
+
+def normalize_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """OpenAI-style function specs (a bare ``{name, parameters}`` is wrapped)."""
+    out = []
+    for i, tool in enumerate(tools):
+        spec = tool.get("function", tool) if tool.get("type", "function") == "function" else None
+        if not isinstance(spec, dict) or not isinstance(spec.get("name"), str):
+            raise ValueError(f"$.params.tools[{i}] must be a function spec with a name")
+        out.append({"type": "function", "function": spec})
+    return out
+
+
+def render_prompt(
+    tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+) -> str:
+    """The prompt through the tokenizer's own chat template (``tools=`` when tools are given)."""
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template(
+            messages, tools=tools or None, add_generation_prompt=True, tokenize=False
+        )
+    # a base model without a template: the conversation as plain text
+    return "\n\n".join(m["content"] for m in messages) + "\n\n"
+
+
+@node(
+    "text/complete",
+    title="Complete (LLM)",
+    category="Text",
+    icon="message",
+    output_kind="text",
+)
+class Complete:
+    """A causal LM's reply: content and thinking streamed, tool calls parsed."""
+
+    def run(
+        self,
+        ctx: Context,
+        prompt: Annotated[str | None, Port("Prompt")] = None,
+        *,
+        model: Annotated[str, Param("Model", widget="select", options_from="llm")] = "",
+        system: Annotated[str, Param("System prompt", widget="textarea")] = "",
+        max_new_tokens: Annotated[int, Param("Max new tokens", min=1, max=131072)] = 512,
+        temperature: Annotated[
+            float, Param("Temperature (0 = greedy)", min=0.0, max=2.0, step=0.05)
+        ] = 0.7,
+        top_p: Annotated[float, Param("Top p", min=0.0, max=1.0, step=0.05, advanced=True)] = 1.0,
+        seed: Annotated[int, Param("Seed (-1 = random)", widget="seed")] = -1,
+        messages: Annotated[list[dict[str, Any]], Param("Messages", internal=True)] = [],  # noqa: B006
+        tools: Annotated[list[dict[str, Any]], Param("Tools", internal=True)] = [],  # noqa: B006
+        stop: Annotated[list[str], Param("Stop strings", internal=True)] = [],  # noqa: B006
+    ) -> Completion:
+        conversation = build_messages(messages, system, prompt)
+        specs = normalize_tools(tools)
+        ctx.phase("loading", "Loading model…")
+        loaded = load(ctx.memory, find_model(ctx.models_dir, model, "causal"), "causal")
+        tokenizer = loaded.tokenizer
+        text = render_prompt(tokenizer, conversation, specs)
+        ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+        total = cache_length(
+            loaded.card, getattr(loaded.model.config, "max_position_embeddings", None)
+        )
+        fit = budget(total, len(ids), max_new_tokens)
+        if fit.warning:
+            ctx.log.warning("%s: %s", loaded.folder.name, fit.warning)
+            ids = ids[len(ids) - fit.prompt :]
+        import torch
+
+        inputs = {
+            "input_ids": torch.tensor([ids], dtype=torch.long),
+            "attention_mask": torch.ones((1, len(ids)), dtype=torch.long),
+        }
+        parser = ReplyParser(
+            emit=lambda section, piece: ctx.stream(
+                "text" if section == "content" else section, piece
+            ),
+            stops=[s for s in stop if s],
+            log=ctx.log,
+            thinking_open=text.rstrip().endswith(THINK_OPEN),
+        )
+        decoder = IncrementalDecoder(tokenizer)
+        ctx.phase("generate", "Generating…")
+
+        def on_token(token: int) -> None:
+            ctx.check_cancelled()  # cancel works between tokens
+            parser.feed(decoder.push(token))
+
+        out = run_generate(
+            loaded,
+            inputs,
+            seed=seed,
+            stop=lambda: ctx.cancelled or parser.stopped,
+            on_token=on_token,
+            cache_length=total,
+            max_new_tokens=fit.reply,
+            **sampling(temperature, top_p),
+        )
+        ctx.check_cancelled()
+        parser.finish()
+        generated = out[0, len(ids) :].tolist()
+        eos = loaded.model.generation_config.eos_token_id
+        eos_ids = set(eos if isinstance(eos, list) else [eos]) if eos is not None else set()
+        hit_eos = bool(generated) and generated[-1] in eos_ids
+        if parser.calls:
+            reason = "tool_calls"
+        elif not parser.stopped and not hit_eos and len(generated) >= fit.reply:
+            reason = "length"
+        else:
+            reason = "stop"
+        usage = {"prompt_tokens": len(ids), "completion_tokens": len(generated)}
+        return Completion(
+            text=parser.text,
+            thinking=parser.reasoning,
+            tool_calls=json.dumps([c.to_json() for c in parser.calls], ensure_ascii=False),
+            finish_reason=reason,
+            usage=json.dumps(usage),
+        )

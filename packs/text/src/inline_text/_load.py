@@ -1,0 +1,198 @@
+"""Finding, sizing and loading a ``models/llm/<name>/`` folder, placed by the memory broker.
+
+A folder is a transformers layout (``config.json``, tokenizer files, safetensors). Its
+architecture comes from ``config.json`` (``is_encoder_decoder`` / the class name), its size from
+the safetensors headers (never the weights). Before loading, the worker asks the host's broker
+(``ctx.memory``) where the model goes; the plan's device, dtype, int8 and offload are applied
+here. One model per slot (``causal``, ``seq2seq``) stays loaded until another is picked or the
+broker evicts it. Everything loads with ``local_files_only``.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import logging
+import os
+import struct
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from inline_sdk import Memory, UnsafeName, check_model_name
+from inline_sdk.protocol import ModelSize
+
+from ._card import ModelCard, read_card
+
+Arch = Literal["causal", "seq2seq"]
+CATEGORY: Final = "llm"
+DTYPE_BYTES: Final = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I8": 1, "U8": 1}
+DTYPES: Final = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+log = logging.getLogger("inline.text")
+
+
+class ModelNotFound(FileNotFoundError):
+    """No usable folder for the pick (names what was looked for, and where)."""
+
+
+def architecture(folder: Path) -> Arch | None:
+    """``causal`` or ``seq2seq`` from the folder's ``config.json``; None if it is neither."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    names = [a for a in config.get("architectures") or [] if isinstance(a, str)]
+    if config.get("is_encoder_decoder") or any(
+        n.endswith(("ForConditionalGeneration", "MTModel")) for n in names
+    ):
+        return "seq2seq" if config.get("is_encoder_decoder", True) else None
+    if any(n.endswith("ForCausalLM") for n in names) or not names:
+        return "causal"
+    return None
+
+
+def find_model(models_dir: Path, name: str, arch: Arch) -> Path:
+    """The folder of ``models/llm/<name>`` (``""``: the first of the right architecture)."""
+    root = models_dir / CATEGORY
+    kind = "causal (decoder-only)" if arch == "causal" else "encoder-decoder"
+    if not name:
+        found = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        for folder in found:
+            if not folder.name.startswith(".") and architecture(folder) == arch:
+                return folder
+        raise ModelNotFound(f"No {kind} model folder in {root}: put a transformers folder there")
+    try:
+        check_model_name(name)
+    except UnsafeName as exc:
+        raise ModelNotFound(str(exc)) from None
+    folder = root / name
+    if not (folder / "config.json").is_file():
+        raise ModelNotFound(f"No model folder '{name}' with a config.json in {root}")
+    got = architecture(folder)
+    if got != arch:
+        raise ModelNotFound(f"'{name}' in {root} is not a {kind} model (its config says {got})")
+    return folder
+
+
+def header_size(folder: Path) -> tuple[int, int]:
+    """(parameters, bytes) of the folder's safetensors, from their headers."""
+    params = nbytes = 0
+    for path in sorted(folder.rglob("*.safetensors")):
+        with open(path, "rb") as fh:
+            (n,) = struct.unpack("<Q", fh.read(8))
+            header = json.loads(fh.read(n))
+        for key, info in header.items():
+            if key == "__metadata__" or not isinstance(info, dict):
+                continue
+            count = 1
+            for d in info.get("shape", []):
+                count *= int(d)
+            params += count
+            nbytes += count * DTYPE_BYTES.get(info.get("dtype", "F32"), 4)
+    return params, nbytes
+
+
+@dataclass
+class Loaded:
+    """A model and its tokenizer as placed."""
+
+    folder: Path
+    model: Any
+    tokenizer: Any
+    card: ModelCard
+    device: str
+    compile: bool  # compile generate (CUDA and the card asks)
+    compile_failed: bool = False
+
+
+_SLOTS: dict[str, tuple[tuple[Any, ...], Loaded]] = {}
+_LOCK = threading.RLock()
+
+
+def _key(folder: Path) -> tuple[Any, ...]:
+    stats = [(p.name, p.stat().st_mtime_ns) for p in sorted(folder.glob("*")) if p.is_file()]
+    return (str(folder), tuple(stats))
+
+
+def free(slot: str) -> None:
+    """Drop what ``slot`` holds (the broker evicts it, or another model replaces it)."""
+    with _LOCK:
+        held = _SLOTS.pop(slot, None)
+    if held is None:
+        return
+    del held
+    gc.collect()
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def _placement(memory: Memory, folder: Path, slot: str) -> tuple[str, str, str, str, Any]:
+    """(device, torch dtype, quantization, offload, plan) from the broker, else the default."""
+    params, nbytes = header_size(folder)
+    placed = memory.place([ModelSize(name=str(folder), role="other", params=params, bytes=nbytes,
+                                     slot=slot)])  # fmt: skip
+    if placed is None:
+        import torch
+
+        device = os.environ.get("INLINE_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+        return (
+            device,
+            "bfloat16" if device.startswith("cuda") else "float32",
+            "none",
+            "resident",
+            None,
+        )
+    if not placed.fits or not placed.components:
+        raise MemoryError(f"{folder.name} does not fit: {placed.reason}")
+    plan = placed.components[0]
+    return plan.device, DTYPES.get(plan.dtype, plan.dtype), plan.quantization, plan.offload, plan
+
+
+def load(memory: Memory, folder: Path, arch: Arch) -> Loaded:
+    """The model of ``folder`` (loaded once per slot, placed where the broker says)."""
+    slot = arch
+    key = _key(folder)
+    with _LOCK:
+        held = _SLOTS.get(slot)
+        if held is not None and held[0] == key:
+            memory.touch(slot)
+            return held[1]
+    free(slot)
+    memory.drop(slot)
+    card = read_card(folder)
+    device, dtype, quantization, offload, plan = _placement(memory, folder, slot)
+    os.environ.setdefault("TORCHAO_FORCE_SKIP_LOADING_SO_FILES", "1")
+    import torch
+    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+
+    auto = AutoModelForCausalLM if arch == "causal" else AutoModelForSeq2SeqLM
+    with _LOCK:
+        tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+        model = auto.from_pretrained(
+            str(folder), local_files_only=True, dtype=getattr(torch, dtype), low_cpu_mem_usage=True
+        )
+    if quantization == "int8":
+        from torchao.quantization import Int8WeightOnlyConfig, quantize_
+
+        quantize_(model, Int8WeightOnlyConfig())
+    if offload == "resident":
+        model.to(device)
+    else:  # weights stay in RAM and move to the device layer by layer as they run
+        from accelerate import cpu_offload
+
+        cpu_offload(model, execution_device=torch.device(device))
+    model.eval()
+    compiled = card.compile and device.startswith("cuda") and offload == "resident"
+    loaded = Loaded(folder, model, tokenizer, card, device, compiled)
+    with _LOCK:
+        _SLOTS[slot] = (key, loaded)
+    if plan is not None:
+        memory.hold(slot, str(folder), plan.bytes or header_size(folder)[1], plan,
+                    lambda: free(slot))  # fmt: skip
+    log.info("loaded %s on %s (%s, %s, %s)", folder.name, device, dtype, quantization, offload)
+    return loaded

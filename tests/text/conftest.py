@@ -1,0 +1,136 @@
+"""Text fixtures: the pack venvs, the tiny text models (and the tiny Z-Image for the client's
+``generate``), built once per session, and one real server over them (with a token)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from inline_registry import load_registry
+
+from tests.api.conftest import Server, start_server
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+TOKEN = "s3cret-text"
+QUIET = {"TORCHAO_FORCE_SKIP_LOADING_SO_FILES": "1", "HF_HUB_OFFLINE": "1"}
+
+
+@dataclass(frozen=True)
+class TextModels:
+    root: Path  # holds llm/<name>/ (the models dir of the server)
+    python: Path  # the text pack venv's interpreter
+    report: dict[str, Any]
+
+    def baseline(self, **job: Any) -> dict[str, Any]:
+        """Plain transformers ``generate`` on a folder (see ``_baseline.py``)."""
+        proc = subprocess.run(
+            [str(self.python), str(HERE / "_baseline.py"), json.dumps(job)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, **QUIET},
+        )
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def text_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A data dir whose pack venvs (text, zimage...) are built once (``INLINE_TEXT_TEST_DATA``
+    names one to reuse between sessions while working on these tests)."""
+    reuse = os.environ.get("INLINE_TEXT_TEST_DATA")
+    path = Path(reuse) if reuse else tmp_path_factory.mktemp("text-data")
+    registry = load_registry(path / "packs")
+    assert not registry.failed, registry.failed
+    return path
+
+
+def _venv_python(data: Path, pack: str) -> Path:
+    return next((data / "packs" / pack).glob("*/venv/bin/python"))
+
+
+@pytest.fixture(scope="session")
+def text_models(text_data: Path) -> TextModels:
+    models = text_data / "models"
+    python = _venv_python(text_data, "text")
+    if (models / "report.json").is_file() and os.environ.get("INLINE_TEXT_TEST_DATA"):
+        return TextModels(models, python, json.loads((models / "report.json").read_text()))
+    proc = subprocess.run(
+        [str(python), str(HERE / "_tiny_text.py"), str(models)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **QUIET},
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    llm = models / "llm"
+    # the same weights with a small card: prompts over 32 tokens are cut
+    shutil.copytree(llm / "qwen-tiny", llm / "qwen-short", dirs_exist_ok=True)
+    (llm / "qwen-short" / "inline.json").write_text('{"max_total_tokens": 64}')
+    report = json.loads((models / "report.json").read_text())
+    return TextModels(models, python, report)
+
+
+@pytest.fixture(scope="session")
+def zimage_models(text_data: Path, text_models: TextModels) -> Path:
+    """The tiny random Z-Image in the ComfyUI layout, in the same models dir."""
+    root = text_data / "tiny-zimage"
+    if (root / "report.json").is_file() and os.environ.get("INLINE_TEXT_TEST_DATA"):
+        shutil.copytree(root / "comfy", text_models.root, dirs_exist_ok=True)
+        return root
+    proc = subprocess.run(
+        [str(_venv_python(text_data, "zimage")), str(ROOT / "tests/models/_tiny.py"), str(root)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **QUIET},
+    )
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    shutil.copytree(root / "comfy", text_models.root, dirs_exist_ok=True)
+    return root
+
+
+@pytest.fixture(scope="session")
+def server(text_data: Path, text_models: TextModels, tmp_path_factory: Any) -> Iterator[Server]:
+    inputs = tmp_path_factory.mktemp("text-inputs")
+    srv = start_server(
+        text_data,
+        inputs,
+        extra_env={"INLINE_PACK_PATHS": "", "INLINE_TOKEN": TOKEN, **QUIET},
+        wait=False,
+    )
+    _wait_healthy(srv)
+    try:
+        yield srv
+    finally:
+        srv.stop()
+
+
+def _wait_healthy(server: Server, timeout: float = 180) -> None:
+    deadline = time.monotonic() + timeout
+    headers = {"Authorization": f"Bearer {TOKEN}"}
+    while time.monotonic() < deadline:
+        if server.proc.poll() is not None:
+            raise RuntimeError(f"server exited: {server.log.read_text()[-3000:]}")
+        try:
+            if httpx.get(server.url + "/v1/health", headers=headers, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)  # polling a starting process; not synchronisation between tests
+    raise RuntimeError(f"server did not start: {server.log.read_text()[-3000:]}")
+
+
+@pytest.fixture(scope="session")
+def worker_log(text_data: Path) -> Path:
+    return text_data / "logs" / "text.log"
