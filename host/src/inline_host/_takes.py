@@ -16,7 +16,7 @@ from inline_sdk.protocol import MediaValue
 from ._blobs import BlobStore
 from ._store import TakeRecord, now_ms
 
-TAKE_KINDS: Final = frozenset({"image", "video", "audio"})
+TAKE_KINDS: Final = frozenset({"image", "video", "audio", "mesh"})  # mesh: a .glb
 PNG_MAGIC: Final = b"\x89PNG\r\n\x1a\n"
 
 

@@ -33,7 +33,8 @@ import msgspec
 from ._descriptor import Descriptor, Option, ParamField, PortSpec
 from ._errors import NodeDeclarationError, ParamIssue, ParamsInvalid
 from ._kinds import HANDLE_KINDS, PORT_KINDS, is_list_kind
-from ._media import Media
+from ._media import Media, MeshFile
+from ._mesh import Mesh
 
 __all__ = ("NodeSpec", "Output", "Param", "Port", "node")
 
@@ -55,9 +56,10 @@ CATALOGS: Final = frozenset(
         "embeddings",
         "annotators",
         "characters",
+        "diffusers",
     }
 )
-OUTPUT_KINDS: Final = frozenset({"image", "video", "audio", "text"})
+OUTPUT_KINDS: Final = frozenset({"image", "video", "audio", "text", "mesh"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,7 +190,9 @@ class NodeSpec:
             if pid not in values:
                 raise TypeError(f"node '{self.type}' returned no value for output '{pid}'")
             value = values[pid]
-            if binding.media is not None and not isinstance(value, Media):
+            if binding.port.kind == "mesh":
+                value = _mesh_media(self.type, pid, value)
+            elif binding.media is not None and not isinstance(value, Media):
                 raise TypeError(
                     f"node '{self.type}' output '{pid}' must be {binding.media.__name__}, "
                     f"got {type(value).__name__}"
@@ -203,6 +207,18 @@ class NodeSpec:
     def __call__(self, ctx: Any, *args: Any, **kwargs: Any) -> Any:
         """Call the node's function directly (handy in a pack's own unit tests)."""
         return self.callable()(ctx, *args, **kwargs)
+
+
+def _mesh_media(node_type: str, pid: str, value: Any) -> MeshFile:
+    """A ``mesh`` output's value as GLB media (a ``Mesh`` is written here, in the worker)."""
+    if isinstance(value, Mesh):
+        return value.to_media()
+    if isinstance(value, MeshFile):
+        return value
+    raise TypeError(
+        f"node '{node_type}' output '{pid}' must be a Mesh (inline_sdk.mesh), "
+        f"got {type(value).__name__}"
+    )
 
 
 def node(
@@ -349,7 +365,7 @@ def _strip_optional(tp: Any) -> tuple[Any, bool]:
 def _kind_of(tp: Any) -> str | None:
     if tp is str:
         return "text"
-    if isinstance(tp, type) and issubclass(tp, Media):
+    if isinstance(tp, type) and issubclass(tp, Media | Mesh):
         return tp.kind
     if get_origin(tp) is list:
         (item,) = get_args(tp) or (Any,)

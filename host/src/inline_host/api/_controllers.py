@@ -46,6 +46,7 @@ CONTENT_TYPES = {
     "wav": "audio/wav",
     "mp3": "audio/mpeg",
     "txt": "text/plain",
+    "glb": "model/gltf-binary",
 }
 
 
