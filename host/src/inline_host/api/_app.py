@@ -22,6 +22,7 @@ from .._packs import PackService
 from .._service import RunService
 from .._settings import Settings
 from .._store import RunStore
+from ..openai_images import OpenAIImagesController
 from ._controllers import (
     AssetsController,
     FitController,
@@ -151,6 +152,7 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
         AssetsController,
         FitController,
         PacksController,
+        OpenAIImagesController,
         run_events,
     ]
     if front_end_root is not None:
