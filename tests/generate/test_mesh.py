@@ -7,6 +7,7 @@ import io
 import re
 import subprocess
 import sys
+from pathlib import Path
 from typing import Annotated, Any
 
 import numpy as np
@@ -209,3 +210,16 @@ async def test_a_third_party_image2mesh_runs_out_of_process(engine: Engine, pict
         assert blob[view.byteOffset : view.byteOffset + view.byteLength] == fh.read()
     mesh = load(glb)
     assert mesh.is_watertight and np.isclose(mesh.bounds[1][1], 2.5)
+
+
+def test_the_readmes_learned_model_example_declares_its_node():
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("## Meshes") :]
+    code = re.search(r"```python\n(.*?)```", section, re.S)
+    assert code is not None
+    scope: dict[str, Any] = {"__name__": "readme_example"}
+    exec(compile(code.group(1), "README.md", "exec"), scope)  # torch is imported in load only
+    spec = scope["TripoSR"].spec
+    assert spec.type == "acme/triposr" and spec.descriptor.output_kind == "mesh"
+    assert [p.key for p in spec.descriptor.params] == ["resolution"]
+    assert scope["TripoSR"].min_vram_gb == 6.0 and scope["inline_nodes"]() == [spec]
