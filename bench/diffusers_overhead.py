@@ -1,6 +1,6 @@
 """``diffusers/generate`` through host and worker vs a direct ``DiffusionPipeline`` call.
 
-The tiny random Stable Diffusion pipeline the tests build (UNet + CLIP), 256x256, 8 steps with
+The tiny random Stable Diffusion pipeline the tests build (UNet + CLIP), 128x128, 8 steps with
 classifier-free guidance, warm, median of RUNS renders each, interleaved (a new seed per render,
 so the output cache never answers). Writes bench/results/diffusers_overhead.json with
 ``ratio_vs_diffusers`` (target <= 1.05).
@@ -18,9 +18,9 @@ from pathlib import Path
 import anyio
 from _common import ROOT, bench_settings, median, write_result
 
-RUNS = 21
+RUNS = 11
 STEPS = 8
-SIZE = 256
+SIZE = 128
 GUIDANCE = 5.0
 MODEL = "tiny-sd"
 
