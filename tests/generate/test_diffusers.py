@@ -4,6 +4,7 @@ Diffusion: UNet + CLIP; PixArt-Alpha: transformer + T5), against diffusers' own 
 from __future__ import annotations
 
 import io
+import shutil
 from typing import Any
 
 import anyio
@@ -204,3 +205,14 @@ async def test_the_pipeline_stays_loaded_and_is_freed_on_switching(engine: Engin
     assert any(name.startswith("tiny-pixart/") for name in names)
     assert not any(name.startswith("tiny-sd/") for name in names)
     assert engine.supervisor.workers()["diffusers"].pid == pid
+
+
+async def test_compile_off_cuda_runs_eager_and_says_so(engine: Engine, settings):
+    models = settings.models_dir / "diffusers"
+    if not (models / "tiny-sd-compiled").exists():
+        shutil.copytree(models / "tiny-sd", models / "tiny-sd-compiled")
+        (models / "tiny-sd-compiled" / "inline.json").write_text('{"compile": true}')
+    value, _ = await render(engine, graph({"model": "tiny-sd-compiled", "steps": 1}, "a"))
+    assert value.params is not None and value.params["compile"] == "eager"
+    log = (settings.data_dir / "logs" / "diffusers.log").read_text()
+    assert "tiny-sd-compiled: compile asked for, but not on CUDA: eager" in log

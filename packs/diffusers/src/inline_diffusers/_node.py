@@ -166,7 +166,7 @@ class Generate:
 
         guess_w, guess_h = width or 1024, height or 1024
         activation = activation_bytes(guess_w, guess_h, cfg=guidance != 0)
-        loaded = PIPELINES.get(folder, ctx.memory, activation, guess_w * guess_h)
+        loaded = PIPELINES.get(folder, ctx.memory, activation)
         pipe = loaded.pipe if image is None else PIPELINES.img2img(loaded)
         ctx.check_cancelled()
         args = call_arguments(pipe)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -82,7 +81,7 @@ class Pipelines:
         self._held: Loaded | None = None
         self._memory: Memory | None = None
 
-    def get(self, folder: Folder, memory: Memory, activation: int, pixels: int) -> Loaded:
+    def get(self, folder: Folder, memory: Memory, activation: int) -> Loaded:
         """The pipeline of ``folder``, loaded and placed if it is not the one held."""
         with self._lock:
             held = self._held
@@ -238,6 +237,3 @@ def set_tiling(pipe: Any, loaded: Loaded, pixels: int) -> bool:
     elif hasattr(vae, "disable_tiling"):
         vae.disable_tiling()
     return tiled
-
-
-Callback = Callable[..., Any]
