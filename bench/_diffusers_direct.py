@@ -3,9 +3,12 @@
 ``ready``, then renders one image per seed read from stdin and prints the seconds it took."""
 
 import io
+import os
 import sys
 import time
 
+# as the pack's worker does: torchao's CUDA-only kernels are absent on CPU machines
+os.environ.setdefault("TORCHAO_FORCE_SKIP_LOADING_SO_FILES", "1")
 import torch
 from diffusers import DiffusionPipeline
 

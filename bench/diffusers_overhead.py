@@ -18,7 +18,7 @@ from pathlib import Path
 import anyio
 from _common import ROOT, bench_settings, median, write_result
 
-RUNS = 11
+RUNS = 7
 STEPS = 8
 SIZE = 128
 GUIDANCE = 5.0
