@@ -38,7 +38,7 @@ CATALOGS = frozenset(
     {
         "diffusion_models", "checkpoints", "vae", "text_encoders", "loras", "clip_vision",
         "controlnet", "upscale_models", "latent_upscale_models", "model_patches", "embeddings",
-        "annotators", "characters",
+        "annotators", "characters", "diffusers",
     }
 )  # fmt: skip
 

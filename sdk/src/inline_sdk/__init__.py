@@ -17,7 +17,7 @@ from ._errors import (
     ProtocolError,
 )
 from ._kinds import HANDLE_KINDS, MEDIA_KINDS, PORT_KINDS, is_list_kind, port_satisfies
-from ._media import AssetIdRef, AssetRef, Audio, Image, Mask, Media, PathRef, Video
+from ._media import AssetIdRef, AssetRef, Audio, Image, Mask, Media, MeshFile, PathRef, Video
 from ._memory import Memory
 from ._models import WEIGHT_SUFFIXES, UnsafeName, check_model_name, is_weight_entry
 from ._node import NodeSpec, node
@@ -48,6 +48,7 @@ __all__ = (
     "Mask",
     "Media",
     "Memory",
+    "MeshFile",
     "ModelStatus",
     "NodeDeclarationError",
     "NodeSpec",

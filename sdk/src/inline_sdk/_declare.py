@@ -14,6 +14,7 @@ import msgspec
 from ._descriptor import Option, ParamField, PortSpec
 from ._kinds import HANDLE_KINDS, PORT_KINDS, is_list_kind
 from ._media import Media
+from ._mesh import Mesh
 
 WIDGETS: Final = frozenset({"text", "textarea", "number", "boolean", "select", "seed"})
 CATALOGS: Final = frozenset(
@@ -31,6 +32,7 @@ CATALOGS: Final = frozenset(
         "embeddings",
         "annotators",
         "characters",
+        "diffusers",  # diffusers pipeline folders (models/diffusers/<name>/)
         "llm",  # transformers folders (models/llm/<name>/), narrowed per node by architecture
     }
 )
@@ -123,7 +125,7 @@ def _strip_optional(tp: Any) -> tuple[Any, bool]:
 def _kind_of(tp: Any) -> str | None:
     if tp is str:
         return "text"
-    if isinstance(tp, type) and issubclass(tp, Media):
+    if isinstance(tp, type) and issubclass(tp, Media | Mesh):
         return tp.kind
     if get_origin(tp) is list:
         (item,) = get_args(tp) or (Any,)

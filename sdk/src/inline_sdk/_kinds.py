@@ -23,12 +23,15 @@ PortKind = Literal[
     "payload[]",
     "dataset",
     "metrics",
+    "mesh",
 ]
 
 PORT_KINDS: Final[frozenset[str]] = frozenset(PortKind.__args__)  # type: ignore[attr-defined]
 
 #: Kinds whose values are media bytes (they become takes when a node has an ``outputKind``).
-MEDIA_KINDS: Final[frozenset[str]] = frozenset({"image", "video", "audio", "mask", "control"})
+MEDIA_KINDS: Final[frozenset[str]] = frozenset(
+    {"image", "video", "audio", "mask", "control", "mesh"}
+)
 
 #: Kinds whose values are opaque objects living in the worker that made them.
 HANDLE_KINDS: Final[frozenset[str]] = frozenset(

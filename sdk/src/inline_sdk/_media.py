@@ -59,7 +59,16 @@ class Mask(Media):
     kind: ClassVar[str] = "mask"
 
 
-MEDIA_TYPES: dict[str, type[Media]] = {t.kind: t for t in (Image, Video, Audio, Mask)}
+@dataclass(frozen=True, slots=True)
+class MeshFile(Media):
+    """An encoded mesh: binary glTF 2.0 (``.glb``). Nodes usually return a ``Mesh``
+    (``inline_sdk.mesh``), which the SDK writes as GLB."""
+
+    ext: str = "glb"
+    kind: ClassVar[str] = "mesh"
+
+
+MEDIA_TYPES: dict[str, type[Media]] = {t.kind: t for t in (Image, Video, Audio, Mask, MeshFile)}
 
 
 class PathRef(msgspec.Struct, frozen=True, tag="path", tag_field="ref"):

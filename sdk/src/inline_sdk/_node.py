@@ -42,13 +42,14 @@ from ._declare import (
 )
 from ._descriptor import Descriptor, ParamField
 from ._errors import NodeDeclarationError, ParamIssue, ParamsInvalid
-from ._media import Media
+from ._media import Media, MeshFile
+from ._mesh import Mesh
 
 __all__ = ("NodeSpec", "Output", "Param", "Port", "node")
 
 NODE_TYPE_RE: Final = re.compile(r"^[a-z0-9][a-z0-9._-]*(/[a-z0-9][a-z0-9._-]*)*$")
 SEMVER_RE: Final = re.compile(r"^\d+\.\d+\.\d+([-+][0-9A-Za-z.-]+)?$")
-OUTPUT_KINDS: Final = frozenset({"image", "video", "audio", "text"})
+OUTPUT_KINDS: Final = frozenset({"image", "video", "audio", "text", "mesh"})
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,9 @@ class NodeSpec:
             if pid not in values:
                 raise TypeError(f"node '{self.type}' returned no value for output '{pid}'")
             value = values[pid]
-            if binding.media is not None and not isinstance(value, Media):
+            if binding.port.kind == "mesh":
+                value = _mesh_media(self.type, pid, value)
+            elif binding.media is not None and not isinstance(value, Media):
                 raise TypeError(
                     f"node '{self.type}' output '{pid}' must be {binding.media.__name__}, "
                     f"got {type(value).__name__}"
@@ -127,6 +130,18 @@ class NodeSpec:
     def __call__(self, ctx: Any, *args: Any, **kwargs: Any) -> Any:
         """Call the node's function directly (handy in a pack's own unit tests)."""
         return self.callable()(ctx, *args, **kwargs)
+
+
+def _mesh_media(node_type: str, pid: str, value: Any) -> MeshFile:
+    """A ``mesh`` output's value as GLB media (a ``Mesh`` is written here, in the worker)."""
+    if isinstance(value, Mesh):
+        return value.to_media()
+    if isinstance(value, MeshFile):
+        return value
+    raise TypeError(
+        f"node '{node_type}' output '{pid}' must be a Mesh (inline_sdk.mesh), "
+        f"got {type(value).__name__}"
+    )
 
 
 def node(

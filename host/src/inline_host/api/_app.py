@@ -23,6 +23,7 @@ from ..guard import HostPolicy, operator_token, request_guard
 from ..hub import DownloadsController, DownloadService, downloads_lifespan
 from ..models._service import ModelsService
 from ..openai import OpenAIController
+from ..openai._images import OpenAIImagesController
 from ..packs._service import PackService
 from ..runs._engine import Engine
 from ..runs._service import RunService
@@ -176,6 +177,7 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
         ComfyImportController,
         DownloadsController,
         OpenAIController,  # /openai/v1
+        OpenAIImagesController,
         run_events,
         docs_assets_router(),
     ]

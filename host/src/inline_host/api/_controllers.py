@@ -53,6 +53,7 @@ CONTENT_TYPES = {
     "wav": "audio/wav",
     "mp3": "audio/mpeg",
     "txt": "text/plain",  # Litestar adds "; charset=utf-8" to text types
+    "glb": "model/gltf-binary",
 }
 
 

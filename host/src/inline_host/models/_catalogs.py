@@ -29,7 +29,7 @@ from ._llm import narrow
 CATEGORIES: Final = (
     "diffusion_models", "checkpoints", "vae", "text_encoders", "loras", "clip_vision",
     "controlnet", "upscale_models", "latent_upscale_models", "model_patches", "embeddings",
-    "annotators", "characters", "llm",
+    "annotators", "characters", "llm", "diffusers",
 )  # fmt: skip
 
 

@@ -311,6 +311,14 @@ class RunService:
         path = self.engine.blobs.path(record.hash)
         return path if path.is_file() else None
 
+    def take_data(self, take_id: str) -> bytes:
+        """A take's bytes (blocking I/O: call it in a worker thread)."""
+        record = self.store.get_take(take_id)
+        path = self.take_file(record) if record is not None else None
+        if path is None:
+            raise LookupError(f"no bytes for take '{take_id}'")
+        return path.read_bytes()
+
     def put_asset(self, data: bytes) -> str:
         """Store uploaded bytes as an input asset (content-addressed); its id."""
         return self.engine.blobs.put_bytes(data)

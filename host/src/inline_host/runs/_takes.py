@@ -24,7 +24,7 @@ from ._blobs import BlobStore
 from ._store import RunStore, TakeRecord, now_ms
 
 #: Media kinds whose values become takes.
-MEDIA_TAKE_KINDS: Final = frozenset({"image", "video", "audio"})
+MEDIA_TAKE_KINDS: Final = frozenset({"image", "video", "audio", "mesh"})  # mesh: a .glb
 PNG_MAGIC: Final = b"\x89PNG\r\n\x1a\n"
 
 

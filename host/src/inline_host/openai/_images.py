@@ -1,0 +1,226 @@
+"""``POST /openai/v1/images/generations``: OpenAI's images API over Inline's runs.
+
+``model`` is a diffusers pipeline folder of ``models/diffusers/`` (run by ``diffusers/generate``)
+or an image node type with a ``prompt`` input (``alibaba/z-image-turbo``). Each of the ``n``
+images is a durable run of its own, submitted through the ``RunService`` like ``POST /v1/runs``
+(stored before it runs, resumed after a restart, its image a take); the answer waits for all
+of them. ``size`` is ``WxH``; ``seed`` (an extra) seeds image ``i`` with ``seed + i``.
+``response_format`` ``url`` points at ``/v1/takes/{id}/bytes``. Errors use OpenAI's shape,
+``{"error": {"message", "type", "param", "code"}}``.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import time
+from typing import Any, Final
+
+import anyio
+import msgspec
+from inline_core import DocumentInvalid
+from litestar import Controller, MediaType, Request, Response, post
+
+from ..models._service import ModelsService
+from ..runs._service import RunService
+
+__all__ = ("OpenAIImagesController", "OpenAIError")
+
+DIFFUSERS_NODE: Final = "diffusers/generate"
+SIZE: Final = re.compile(r"^(\d{2,5})x(\d{2,5})$")
+MAX_IMAGES: Final = 10
+
+
+class OpenAIError(Exception):
+    """An error answered in OpenAI's shape."""
+
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        *,
+        type: str = "invalid_request_error",
+        code: str | None = None,
+        param: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status, self.message, self.type, self.code, self.param = (
+            status, message, type, code, param,
+        )  # fmt: skip
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+
+def _answer(_: Request[Any, Any, Any], exc: OpenAIError) -> Response[Any]:
+    return Response(content=exc.body(), status_code=exc.status, media_type=MediaType.JSON)
+
+
+class ImagesRequest(msgspec.Struct, kw_only=True):
+    """The request body (other OpenAI fields, such as ``quality``, are accepted and unused)."""
+
+    prompt: str
+    model: str | None = None
+    n: int = 1
+    size: str | None = None
+    response_format: str = "url"
+    seed: int | None = None
+
+
+def parse(raw: bytes) -> ImagesRequest:
+    """The body, checked; raises ``OpenAIError`` naming the field."""
+    try:
+        req = msgspec.json.decode(raw, type=ImagesRequest)
+    except msgspec.ValidationError as exc:
+        message = str(exc)
+        param = message.rpartition("$.")[2].rstrip("`") if "$." in message else None
+        raise OpenAIError(400, f"Invalid request: {message}", param=param) from None
+    except msgspec.DecodeError as exc:
+        raise OpenAIError(400, f"The body is not JSON: {exc}") from None
+    if not req.prompt.strip():
+        raise OpenAIError(400, "'prompt' must not be empty.", param="prompt")
+    if not 1 <= req.n <= MAX_IMAGES:
+        raise OpenAIError(400, f"'n' must be from 1 to {MAX_IMAGES}, got {req.n}.", param="n")
+    if req.response_format not in ("url", "b64_json"):
+        raise OpenAIError(
+            400,
+            f"'response_format' must be 'url' or 'b64_json', got {req.response_format!r}.",
+            param="response_format",
+        )
+    if req.size not in (None, "auto") and not SIZE.match(req.size):
+        raise OpenAIError(
+            400, f"'size' must be WxH (e.g. 1024x1024), got {req.size!r}.", param="size"
+        )
+    if req.seed is not None and not 0 <= req.seed < 2**32:
+        raise OpenAIError(400, "'seed' must be from 0 to 2**32 - 1.", param="seed")
+    return req
+
+
+def _image_nodes(engine: ModelsService) -> list[str]:
+    """Node types that make an image from a ``prompt`` text input."""
+    out = []
+    for d in engine.descriptors():
+        if d.output_kind == "image" and any(
+            p.id == "prompt" and p.kind == "text" for p in d.inputs
+        ):
+            out.append(d.type)
+    return out
+
+
+def resolve_model(engine: ModelsService, model: str | None) -> tuple[str, dict[str, Any]]:
+    """(node type, its fixed params) for ``model``; raises ``OpenAIError`` listing the models."""
+    folders = engine.catalogs.entries("diffusers")
+    nodes = [t for t in _image_nodes(engine) if t != DIFFUSERS_NODE]
+    if model is None:
+        if folders:
+            return DIFFUSERS_NODE, {"model": folders[0]}
+        if nodes:
+            return nodes[0], {}
+    elif model in folders:
+        return DIFFUSERS_NODE, {"model": model}
+    elif model in nodes:
+        return model, {}
+    known = ", ".join([*folders, *nodes]) or "none (put a pipeline in models/diffusers/)"
+    raise OpenAIError(
+        404,
+        f"The model {model!r} does not exist: use a diffusers folder of models/diffusers/ or an "
+        f"image node type (available: {known}).",
+        param="model",
+        code="model_not_found",
+    )
+
+
+def graphs(engine: ModelsService, req: ImagesRequest) -> list[dict[str, Any]]:
+    """One run request per image."""
+    node_type, fixed = resolve_model(engine, req.model)
+    descriptor = engine.descriptor(node_type)
+    keys = {p.key for p in descriptor.params} if descriptor is not None else set()
+    params = dict(fixed)
+    if req.size not in (None, "auto"):
+        m = SIZE.match(req.size)
+        assert m is not None
+        if not {"width", "height"} <= keys:
+            raise OpenAIError(400, f"{node_type} takes no size.", param="size")
+        params.update(width=int(m.group(1)), height=int(m.group(2)))
+    out = []
+    for i in range(req.n):
+        p = dict(params)
+        if req.seed is not None and "seed" in keys:
+            p["seed"] = (req.seed + i) % 2**32
+        nodes = [
+            {"id": "prompt", "type": "input/text", "params": {"text": req.prompt}},
+            {"id": "image", "type": node_type, "params": p,
+             "inputs": {"prompt": {"from": "prompt", "output": "text"}}},
+        ]  # fmt: skip
+        out.append({"graph": {"schemaVersion": 1, "nodes": nodes}, "target": "image"})
+    return out
+
+
+async def _settled(service: RunService, run_id: str) -> Any:
+    run = service.runs.get(run_id)
+    if run is not None:
+        await run.settled.wait()
+    state = service.state(run_id)
+    assert state is not None
+    return state
+
+
+def _take(state: Any) -> Any:
+    if state.status != "done":
+        message = state.error.message if state.error is not None else state.status
+        raise OpenAIError(
+            500 if state.status == "error" else 409,
+            f"Run {state.run_id} {state.status}: {message}",
+            type="server_error",
+            code="run_failed",
+        )
+    takes = [t for t in state.takes if t.node_id == "image" and t.kind == "image"]
+    if not takes:
+        raise OpenAIError(500, f"Run {state.run_id} made no image.", type="server_error")
+    return takes[-1]
+
+
+class OpenAIImagesController(Controller):
+    path = "/openai/v1/images"
+    exception_handlers = {OpenAIError: _answer}  # noqa: RUF012 (Litestar's class attribute)
+
+    @post("/generations", status_code=200, summary="OpenAI images: each image a durable run")
+    async def generations(
+        self, service: RunService, models: ModelsService, request: Request[Any, Any, Any]
+    ) -> Response[Any]:
+        req = parse(await request.body())
+        await models.refresh()
+        docs = graphs(models, req)
+        run_ids = []
+        for doc in docs:
+            try:
+                run_id, _, _ = await service.submit(doc)
+            except DocumentInvalid as exc:
+                raise OpenAIError(400, f"Invalid request: {exc}", code="invalid_graph") from None
+            run_ids.append(run_id)
+        states: list[Any] = [None] * len(run_ids)
+
+        async def wait(i: int) -> None:
+            states[i] = await _settled(service, run_ids[i])
+
+        async with anyio.create_task_group() as tg:
+            for i in range(len(run_ids)):
+                tg.start_soon(wait, i)
+        takes = [_take(s) for s in states]
+        base = str(request.base_url).rstrip("/")
+        data = []
+        for take in takes:
+            if req.response_format == "url":
+                data.append({"url": f"{base}/v1/takes/{take.id}/bytes", "revised_prompt": None})
+            else:
+                raw = await anyio.to_thread.run_sync(service.take_data, take.id)
+                data.append({"b64_json": base64.b64encode(raw).decode(), "revised_prompt": None})
+        body = {"created": int(time.time()), "data": data}
+        return Response(content=body, status_code=200, media_type=MediaType.JSON)
