@@ -69,6 +69,8 @@ class Settings:
     profile: str | None = None
     vram_budget_gb: float | None = None
     ram_budget_gb: float | None = None
+    #: The multi-GPU split (``INLINE_PARALLEL``: auto, off, ``ulysses=2,ring=2``...).
+    parallel: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -111,6 +113,7 @@ class Settings:
             profile=env.get("INLINE_PROFILE") or None,
             vram_budget_gb=_gb(env, "INLINE_VRAM_BUDGET_GB"),
             ram_budget_gb=_gb(env, "INLINE_RAM_BUDGET_GB"),
+            parallel=env.get("INLINE_PARALLEL") or None,
         )
 
     @property

@@ -19,6 +19,7 @@ from ._media import AssetIdRef, AssetRef, Audio, Image, Mask, Media, PathRef, Vi
 from ._memory import Memory
 from ._models import WEIGHT_SUFFIXES, UnsafeName, check_model_name, is_weight_entry
 from ._node import NodeSpec, Output, Param, Port, node
+from ._state import WorkerCache, WorkerStats
 from ._version import SDK_MAJOR, SDK_VERSION
 from .hookspecs import hookimpl
 
@@ -59,6 +60,8 @@ __all__ = (
     "PortSpec",
     "ProtocolError",
     "Video",
+    "WorkerCache",
+    "WorkerStats",
     "hookimpl",
     "is_list_kind",
     "node",
