@@ -28,7 +28,7 @@ SIGMA_SCHEDULES: Final = {
 StepCallback = Callable[[int, int, Any], None]
 
 
-def make_scheduler(sampler: str, scheduler: str) -> Any:
+def make_scheduler(sampler: str, scheduler: str, shift: float = SHIFT) -> Any:
     """diffusers' ``FlowMatchEulerDiscreteScheduler`` as Z-Image configures it, plus the
     sampler's step rule and the sigma schedule's conversion."""
     from diffusers import FlowMatchEulerDiscreteScheduler
@@ -39,7 +39,7 @@ def make_scheduler(sampler: str, scheduler: str) -> Any:
         log.info("scheduler '%s' is not known: using 'simple'", scheduler)
     return FlowMatchEulerDiscreteScheduler(
         num_train_timesteps=1000,
-        shift=SHIFT,
+        shift=float(shift),
         use_dynamic_shifting=False,
         **STEP_RULES.get(sampler, {}),
         **SIGMA_SCHEDULES.get(scheduler, {}),
@@ -67,6 +67,7 @@ def sample(
     scheduler: str,
     seed: int,
     denoise: float = 1.0,
+    shift: float = SHIFT,
     on_step: StepCallback | None = None,
 ) -> Any:
     """Denoise ``latent`` (B, C, H, W; zeros for text-to-image) and return the new latents.
@@ -82,7 +83,7 @@ def sample(
     steps = max(1, int(steps))
     device = execution_device(transformer)
     dtype = transformer.dtype
-    sched = make_scheduler(sampler, scheduler)
+    sched = make_scheduler(sampler, scheduler, shift)
     gen = torch.Generator("cpu").manual_seed(int(seed))
     latent = latent.to(device=device, dtype=torch.float32)
     noise = torch.randn(latent.shape, generator=gen, dtype=torch.float32).to(device)
