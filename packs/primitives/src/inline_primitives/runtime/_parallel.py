@@ -17,6 +17,7 @@ import contextlib
 import logging
 import math
 import os
+import pickle
 import secrets
 import socket
 import subprocess
@@ -45,6 +46,16 @@ def degrees(plan: str) -> dict[str, int]:
         kind, _, value = part.partition("=")
         out[kind.strip()] = int(value)
     return out
+
+
+def send(conn: Connection, msg: tuple[Any, ...]) -> None:
+    """A message over the group's authenticated connection, tensors by value (plain pickle:
+    multiprocessing's own pickler would share them through file descriptors)."""
+    conn.send_bytes(pickle.dumps(msg))
+
+
+def recv(conn: Connection) -> tuple[Any, ...]:
+    return pickle.loads(conn.recv_bytes())
 
 
 def _free_port() -> int:
@@ -82,7 +93,7 @@ class WorkerGroup:
         ]
         self.proc = subprocess.Popen(cmd, env=env, stdout=sys.stderr, start_new_session=True)
         self.conn = self._accept()
-        hello = self.conn.recv()
+        hello = recv(self.conn)
         if hello[0] != "ready":
             raise GroupFailed(f"the worker group did not start: {hello[1]}")
         self.info: dict[str, Any] = hello[1]
@@ -115,7 +126,7 @@ class WorkerGroup:
     def close(self, timeout: float = 30.0) -> None:
         """Ask every rank to finish, then make sure the group is gone."""
         with contextlib.suppress(OSError, ValueError):
-            self.conn.send(("shutdown",))
+            send(self.conn, ("shutdown",))
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -197,7 +208,7 @@ class ParallelDenoiser:
                 "shift": request.shift,
             }
             try:
-                group.conn.send(("call", payload))
+                send(group.conn, ("call", payload))
                 return self._follow(group, request)
             except (EOFError, OSError) as exc:
                 group.kill()
@@ -208,19 +219,19 @@ class ParallelDenoiser:
         cancel_sent = False
         while True:
             if not cancel_sent and request.cancelled():
-                group.conn.send(("cancel",))
+                send(group.conn, ("cancel",))
                 cancel_sent = True
             if not group.conn.poll(POLL_S):
                 if not group.alive:
                     raise EOFError("the group exited")
                 continue
-            msg = group.conn.recv()
+            msg = recv(group.conn)
             if msg[0] == "step":
                 if request.on_step is not None and not cancel_sent:
                     try:
                         request.on_step(msg[1], msg[2], msg[3])
                     except Cancelled:
-                        group.conn.send(("cancel",))
+                        send(group.conn, ("cancel",))
                         cancel_sent = True
             elif msg[0] == "done":
                 self._report(ranksAgree=msg[2])

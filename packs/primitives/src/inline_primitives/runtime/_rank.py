@@ -49,6 +49,7 @@ def main() -> int:
     from .._loading import Placement, ensure_imports, load_placed
     from .._sampling import sample
     from .._text import Conditioning
+    from ._parallel import recv, send
 
     logging.basicConfig(level="INFO", stream=sys.stderr, format="%(asctime)s [rank] %(message)s")
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -67,12 +68,12 @@ def main() -> int:
         host, _, port = os.environ["INLINE_GROUP_ADDRESS"].rpartition(":")
         key = bytes.fromhex(os.environ.pop("INLINE_GROUP_KEY"))
         conn = Client((host, int(port)), authkey=key)
-        conn.send(("ready", {"split": split, "backend": dist.get_backend(), "world": world}))
+        send(conn, ("ready", {"split": split, "backend": dist.get_backend(), "world": world}))
     while True:
         box: list[Any] = [None]
         if conn is not None:
             try:
-                box[0] = conn.recv()
+                box[0] = recv(conn)
             except (EOFError, OSError):  # the pack worker went away: the group goes too
                 box[0] = ("shutdown",)
         dist.broadcast_object_list(box, src=0)
@@ -88,13 +89,13 @@ def main() -> int:
             if conn is not None:
                 stop = False
                 while conn.poll(0):
-                    stop = stop or conn.recv()[0] == "cancel"
+                    stop = stop or recv(conn)[0] == "cancel"
                 flag.fill_(1.0 if stop else 0.0)
             dist.broadcast(flag, src=0)
             if flag.item() > 0:
                 raise KeyboardInterrupt  # every rank stops at the same step
             if conn is not None:
-                conn.send(("step", i, n, x.cpu()))
+                send(conn, ("step", i, n, x.cpu()))
 
         pos = Conditioning(req["positive"], [""] * len(req["positive"]), "")
         neg = None if req["negative"] is None else Conditioning(req["negative"], [""], "")
@@ -107,11 +108,11 @@ def main() -> int:
             )  # fmt: skip
         except KeyboardInterrupt:
             if conn is not None:
-                conn.send(("cancelled",))
+                send(conn, ("cancelled",))
             continue
         except Exception as exc:  # the call fails; the group stays up
             if conn is not None:
-                conn.send(("error", f"{type(exc).__name__}: {exc}"))
+                send(conn, ("error", f"{type(exc).__name__}: {exc}"))
             continue
         out = out.float().cpu()
         ref = out.clone()
@@ -119,7 +120,7 @@ def main() -> int:
         diff = torch.tensor([(out - ref).abs().max().item()])
         dist.all_reduce(diff, op=dist.ReduceOp.MAX)
         if conn is not None:
-            conn.send(("done", out, float(diff.item()) == 0.0))
+            send(conn, ("done", out, float(diff.item()) == 0.0))
     dist.destroy_process_group()
     return 0
 
