@@ -1,5 +1,6 @@
 """Cross-request batching, compile and the worker group on the tiny Z-Image, through the
-real runtime library (run in a pack venv): ``python _batch_probe.py TINY_ROOT MODE[,MODE...]``; prints JSON.
+real runtime library (run in a pack venv): ``python _batch_probe.py TINY_ROOT MODE[,MODE]``,
+prints JSON.
 
 Modes: ``batch`` (4 requests batched vs each alone, one with guidance, progress per item),
 ``cancel`` (one item cancelled mid-batch, the others go on), ``fallback`` (a batch with a bad
