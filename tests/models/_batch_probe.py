@@ -55,7 +55,9 @@ def load(root: Path, ctx: Any) -> dict[str, Any]:
     return get_models(refs, ctx)
 
 
-def requests(models: dict[str, Any], n: int, *, guidance: float = 0.0, steps: int = 4) -> list:
+def requests(
+    models: dict[str, Any], n: int, *, guidance: float = 0.0, steps: int = 4, side: int = 32
+) -> list:
     import torch
     from inline_primitives.runtime import DenoiseRequest, encode_prompts
 
@@ -66,7 +68,7 @@ def requests(models: dict[str, Any], n: int, *, guidance: float = 0.0, steps: in
         neg = encode_prompts(te, ["blurry"]) if guidance > 0 else None
         out.append(
             DenoiseRequest(
-                positive=pos, negative=neg, latent=torch.zeros(1, 16, 32, 32), steps=steps,
+                positive=pos, negative=neg, latent=torch.zeros(1, 16, side, side), steps=steps,
                 guidance=guidance, sampler="euler", scheduler="simple", seed=100 + i,
             )
         )  # fmt: skip
@@ -177,7 +179,43 @@ def mode_compile(models: dict[str, Any]) -> dict[str, Any]:
     eager = LocalDenoiser(models["diffusion"]).denoise(requests(models, 1, steps=2)[0])
     fused = CompiledTransformer(models["diffusion"], "fused", stats)
     got = LocalDenoiser(fused).denoise(requests(models, 1, steps=2)[0])
-    return {"diff": float((eager - got).abs().max()), "stats": stats.snapshot()["compile"]}
+    out = {"diff": float((eager - got).abs().max()), "stats": stats.snapshot()["compile"]}
+
+    def broken(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("inductor: no compiler")
+
+    fused._compiled = broken  # a compile that fails at a new shape's warm-up
+    fallen = LocalDenoiser(fused).denoise(requests(models, 1, steps=2, side=16)[0])
+    again = LocalDenoiser(fused).denoise(requests(models, 1, steps=2, side=16)[0])
+    alone = LocalDenoiser(models["diffusion"]).denoise(requests(models, 1, steps=2, side=16)[0])
+    out["fallback_diff"] = max(float((fallen - alone).abs().max()), float((again - alone).abs().max()))
+    out["fallback_stats"] = stats.snapshot()["compile"]
+    return out
+
+
+def mode_modes(root: Path) -> dict[str, Any]:
+    """Which compile mode a model gets from INLINE_COMPILE and its folder's inline.json."""
+    import tempfile
+
+    import torch
+    from inline_primitives.runtime import compile_mode
+
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    out: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        file = Path(tmp) / "model.safetensors"
+        file.write_bytes(b"")
+        os.environ.pop("INLINE_COMPILE", None)
+        out["default"] = [compile_mode(cpu, file), compile_mode(cuda, file)]
+        (Path(tmp) / "inline.json").write_text('{"compile": true}')
+        out["sidecar"] = [compile_mode(cpu, file), compile_mode(cuda, file)]
+        (Path(tmp) / "inline.json").unlink()
+        os.environ["INLINE_COMPILE"] = "1"
+        out["env"] = [compile_mode(cpu, file), compile_mode(cuda, file)]
+        os.environ["INLINE_COMPILE"] = "fused"
+        out["forced"] = [compile_mode(cpu, file), compile_mode(cuda, file)]
+        os.environ.pop("INLINE_COMPILE")
+    return out
 
 
 def mode_group(root: Path, models: dict[str, Any]) -> dict[str, Any]:
@@ -227,6 +265,10 @@ def mode_group(root: Path, models: dict[str, Any]) -> dict[str, Any]:
     group = den._group
     den.close()
     out["shutdown_exit"] = None if group is None else group.proc.returncode
+    # the pack worker goes away without a word: rank 0 sees its connection end, the group exits
+    orphan = den.group()
+    orphan.conn.close()
+    out["orphan_exit"] = orphan.proc.wait(120)
     return out
 
 
@@ -243,6 +285,7 @@ def main() -> None:
         "fallback": lambda: mode_fallback(models),
         "compile": lambda: mode_compile(models),
         "group": lambda: mode_group(root, models),
+        "modes": lambda: mode_modes(root),
     }
     result = {m: runs[m]() for m in mode.split(",")}
     print(json.dumps(result))

@@ -39,7 +39,7 @@ def probe(tiny: Tiny) -> Any:
             results.update(json.loads(out.stdout.strip().splitlines()[-1]))
         return {m: results[m] for m in modes}
 
-    run("batch", "cancel", "fallback", "compile", "group")
+    run("batch", "cancel", "fallback", "compile", "modes", "group")
     return run
 
 
@@ -73,6 +73,18 @@ def test_forced_fused_compile_matches_eager(probe):
     assert r["stats"]["mode"] == "FUSED"
     assert r["stats"]["warmups"]  # the warm-up per shape is recorded (and logged)
     assert r["diff"] < 1e-3, r
+    # a compile that fails falls back to eager, said once, never fatal
+    assert r["fallback_diff"] == 0.0
+    assert r["fallback_stats"]["mode"] == "eager"
+    assert r["fallback_stats"]["failed"].startswith("RuntimeError: inductor: no compiler")
+
+
+def test_compile_is_opt_in_by_env_or_sidecar_graphed_on_cuda_fused_elsewhere(probe):
+    r = probe("modes")["modes"]
+    assert r["default"] == ["eager", "eager"]  # never on by default
+    assert r["sidecar"] == ["fused", "graphed"]
+    assert r["env"] == ["fused", "graphed"]
+    assert r["forced"] == ["fused", "fused"]
 
 
 def test_a_two_rank_gloo_group_starts_calls_cancels_survives_a_crash_and_shuts_down(probe):
@@ -86,6 +98,7 @@ def test_a_two_rank_gloo_group_starts_calls_cancels_survives_a_crash_and_shuts_d
     assert r["crash"].startswith("GroupFailed: a rank of the worker group died"), r["crash"]
     assert r["restarts"] == 1 and r["after_crash_diff"] == 0.0  # a fresh group next call
     assert r["shutdown_exit"] == 0
+    assert r["orphan_exit"] == 0  # the group goes when the worker does
 
 
 # through host and workers ------------------------------------------------------------------
