@@ -40,3 +40,28 @@ def test_one_gpu_or_the_cpu_does_not_split_unless_asked():
     assert plan_parallel("ulysses=2,ring=2", inv(4, True), place(inv(4, True), EST))[1] == [
         f"cuda:{i}" for i in range(4)
     ]
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.mark.anyio
+async def test_the_brokers_placed_carries_the_plan_and_devices():
+    from inline_core import Budget
+    from inline_host.workers import Broker
+    from inline_sdk.protocol import ModelSize, PlaceAsk
+
+    size = ModelSize(name="/m/z", role="diffusion", params=1000, bytes=4000, slot="diffusion")
+    ask = PlaceAsk(ask=1, components=[size])
+    broker = Broker(inv(0, False), "cpu", Budget(), parallel="ulysses=2")
+    broker.attach("w", "zimage", 1, None)
+    answer = await broker.place("w", ask)
+    assert (answer.parallel, answer.devices) == ("ulysses=2", ["cpu", "cpu"])
+    assert broker.snapshot()["parallel"] == "ulysses=2"  # /v1/health's memory section
+    alone = Broker(inv(0, False), "cpu", Budget())
+    alone.attach("w", "zimage", 1, None)
+    assert (await alone.place("w", ask)).parallel is None
+    with pytest.raises(ValueError, match="INLINE_PARALLEL"):
+        Broker(inv(0, False), "cpu", Budget(), parallel="tensor=2")
