@@ -1,14 +1,16 @@
 """The denoise half of bench/batching.py, run in the zimage pack's venv:
-``python _batching_denoise.py TINY_ROOT STEPS SIZE REPEATS``. Four requests, each its own seed and
-prompt: serial (one after another, the local loop) vs batched (four threads, one batch), median of
-REPEATS each, interleaved; then the max pixel difference of each batched image against the same
-request alone. Prints one JSON line."""
+``python _batching_denoise.py TINY_ROOT STEPS SIZE REPEATS``. Four requests, each its own seed
+and prompt: serial (one after another, the local loop) vs batched (four threads, one batch),
+median of REPEATS each, interleaved, each arm on worker threads as in a pack worker; then the
+max pixel difference of each batched image against the same request alone. Prints one JSON
+line."""
 
 from __future__ import annotations
 
 import json
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -16,6 +18,16 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "models"))
 
 N = 4
+
+
+def in_thread(fn):
+    """``fn()`` on a thread of its own, as a worker runs every call (and as the batched arm
+    runs): torch's intra-op threading differs on the main thread."""
+    box: list = []
+    thread = threading.Thread(target=lambda: box.append(fn()))
+    thread.start()
+    thread.join()
+    return box[0]
 
 
 def main() -> None:
@@ -49,12 +61,12 @@ def main() -> None:
 
     local = LocalDenoiser(models["diffusion"])
     batched = BatchedDenoiser(models["diffusion"], limit=N, window_s=60.0)
-    local.denoise(reqs(0)[0])  # warm
+    in_thread(lambda: local.denoise(reqs(0)[0]))  # warm
     concurrently(batched, reqs(0))
     serial_s, batched_s = [], []
     for r in range(repeats):
         started = time.perf_counter()
-        alone = [local.denoise(q) for q in reqs(10 * r)]
+        alone = in_thread(lambda r=r: [local.denoise(q) for q in reqs(10 * r)])
         serial_s.append(time.perf_counter() - started)
         started = time.perf_counter()
         together = concurrently(batched, reqs(10 * r))
