@@ -152,3 +152,13 @@ async def test_concurrent_runs_batch_and_health_reports_it(engine: Engine, tiny:
     assert batching["sizes"] == {"4": 1} and batching["batches"] == 1
     assert batching["maxBatch"] == 4
     assert worker.describe()["runtime"]["decodeBatching"]["largest"] == 4
+
+
+def test_zimage_uses_only_the_public_runtime():
+    src = Path(__file__).resolve().parents[2] / "packs" / "zimage" / "src"
+    for path in src.rglob("*.py"):
+        text = path.read_text()
+        assert "inline_primitives._" not in text, path  # no private module of primitives
+    runtime = src.parent.parent / "primitives" / "src" / "inline_primitives" / "runtime"
+    for path in runtime.glob("*.py"):  # the per-worker cache goes through ctx, never a global
+        assert "CACHE = " not in path.read_text(), path
