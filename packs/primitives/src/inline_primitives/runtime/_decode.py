@@ -4,7 +4,6 @@ as one batch (the VAE's ops are per image, so each image equals its decode alone
 from __future__ import annotations
 
 import threading
-import weakref
 from typing import Any
 
 from inline_sdk import Context
@@ -13,13 +12,8 @@ from .._images import decode
 from ._gather import BatchStats, Gatherer, Job
 from ._settings import batch_window_s, max_batch
 
-CACHE_KEY = "inline_primitives.decoders"
-
-
-class _Decoders:
-    def __init__(self) -> None:
-        self.by_vae: weakref.WeakKeyDictionary[Any, Gatherer[Any]] = weakref.WeakKeyDictionary()
-        self.lock = threading.Lock()
+LOCK_KEY = "inline_primitives.decoders"
+ATTR = "_inline_decoder"
 
 
 def _gatherer(ctx: Context, vae: Any) -> Gatherer[Any]:
@@ -50,9 +44,9 @@ def decode_batched(ctx: Context, vae: Any, latents: Any) -> list[Any]:
     """``decode``, batched with concurrent decodes of this worker (``INLINE_MAX_BATCH`` > 1)."""
     if max_batch() <= 1:
         return decode(vae, latents)
-    table = ctx.cache.get(CACHE_KEY, _Decoders)
-    with table.lock:
-        gatherer = table.by_vae.get(vae)
+    with ctx.cache.get(LOCK_KEY, threading.Lock):  # kept on the VAE: it goes when the VAE does
+        gatherer = getattr(vae, ATTR, None)
         if gatherer is None:
-            gatherer = table.by_vae[vae] = _gatherer(ctx, vae)
+            gatherer = _gatherer(ctx, vae)
+            setattr(vae, ATTR, gatherer)
     return gatherer.submit(latents)

@@ -9,7 +9,6 @@ transformer underneath whichever it is.
 from __future__ import annotations
 
 import threading
-import weakref
 from typing import Any
 
 from inline_sdk import Context
@@ -19,16 +18,9 @@ from ._compile import CompiledTransformer, compile_mode
 from ._denoise import Denoiser, DenoiseRequest, LocalDenoiser
 from ._settings import max_batch
 
-CACHE_KEY = "inline_primitives.denoisers"
+LOCK_KEY = "inline_primitives.denoisers"
+ATTR = "_inline_denoiser"
 PREVIEW_EVERY = 4
-
-
-class _Denoisers:
-    """One denoiser per live transformer (dropped with it)."""
-
-    def __init__(self) -> None:
-        self.by_model: weakref.WeakKeyDictionary[Any, Denoiser] = weakref.WeakKeyDictionary()
-        self.lock = threading.Lock()
 
 
 def _make(ctx: Context, transformer: Any, model_file: str | None) -> Denoiser:
@@ -51,13 +43,14 @@ def _make(ctx: Context, transformer: Any, model_file: str | None) -> Denoiser:
 
 
 def denoiser_for(ctx: Context, transformer: Any, model_file: str | None = None) -> Denoiser:
-    """The worker's denoiser for ``transformer`` (made once per loaded transformer)."""
-    table = ctx.cache.get(CACHE_KEY, _Denoisers)
-    with table.lock:
-        found = table.by_model.get(transformer)
+    """The worker's denoiser for ``transformer``, made once per loaded transformer and kept on
+    it: it goes when the model does (the worker's model cache, ``ctx.cache``, drops it; a table
+    keyed by the model would keep it alive through the denoiser's own reference)."""
+    with ctx.cache.get(LOCK_KEY, threading.Lock):
+        found = getattr(transformer, ATTR, None)
         if found is None:
             found = _make(ctx, transformer, model_file)
-            table.by_model[transformer] = found
+            setattr(transformer, ATTR, found)
         return found
 
 
