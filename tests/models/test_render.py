@@ -24,7 +24,7 @@ CONTRACT = json.loads(
     (ROOT / "tests" / "data" / "contract_generation_descriptors.json").read_text()
 )
 PROMPT = "a red fox in snow"
-OURS = {"version", "paramsSchema", "models", "hidden"}
+OURS = {"version", "paramsSchema", "models", "hidden", "concurrency"}
 
 
 class Events(NullListener):

@@ -82,6 +82,7 @@ SAMPLES: list[object] = [
     p.Holding(models=[p.HeldModel(slot="diffusion", name="/m/z.safetensors", bytes=12, plan=PLAN)]),
     p.Evict(slots=["diffusion"]),
     p.Stream(id=1, port="text", text="tok"),
+    p.Stats(sections={"batching": {"batches": 1, "sizes": {"4": 1}}}),
     p.BulkChunk(blob=4, data=b"\x00" * 16, last=True),
 ]
 

@@ -85,6 +85,8 @@ class Settings:
     max_output_bytes: int = 2048 << 20
     #: Runs that may wait in the queue (``INLINE_MAX_QUEUED``); past it, submits get 429.
     max_queued: int = 1000
+    #: The multi-GPU split (``INLINE_PARALLEL``: auto, off, ``ulysses=2,ring=2``...).
+    parallel: str | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -135,6 +137,7 @@ class Settings:
             ),
             max_output_bytes=int(_float(env, "INLINE_MAX_OUTPUT_MB", 2048, "MB") * 1024 * 1024),
             max_queued=_int(env, "INLINE_MAX_QUEUED", 1000),
+            parallel=env.get("INLINE_PARALLEL") or None,
         )
 
     @property

@@ -21,6 +21,7 @@ from ._media import AssetIdRef, AssetRef, Audio, Image, Mask, Media, MeshFile, P
 from ._memory import Memory
 from ._models import WEIGHT_SUFFIXES, UnsafeName, check_model_name, is_weight_entry
 from ._node import NodeSpec, node
+from ._state import WorkerCache, WorkerStats
 from ._version import SDK_MAJOR, SDK_VERSION
 from .hookspecs import hookimpl
 
@@ -64,6 +65,8 @@ __all__ = (
     "ProtocolError",
     "SecretMissing",
     "Video",
+    "WorkerCache",
+    "WorkerStats",
     "hookimpl",
     "is_list_kind",
     "node",

@@ -11,6 +11,7 @@ from pathlib import Path
 from ._errors import Cancelled
 from ._media import AssetIdRef, AssetRef, Image, PathRef
 from ._memory import Memory
+from ._state import WorkerCache, WorkerStats
 
 ASSET_ID_PREFIX = "sha256-"
 
@@ -53,6 +54,8 @@ class Context:
         logger: logging.Logger,
         memory: Memory | None = None,
         secrets: Mapping[str, str] | None = None,
+        cache: WorkerCache | None = None,
+        stats: WorkerStats | None = None,
     ) -> None:
         self.node_type = node_type
         self.node_id = node_id
@@ -60,6 +63,10 @@ class Context:
         self.log = logger
         #: The worker's memory broker client: libraries ask it where a model goes before loading.
         self.memory = memory if memory is not None else Memory(None)
+        #: What this worker keeps between calls (models, batchers): one cache per worker process.
+        self.cache = cache if cache is not None else WorkerCache()
+        #: Runtime figures the host shows in ``/v1/health`` (``stats.update(section, values)``).
+        self.stats = stats if stats is not None else WorkerStats()
         self._assets_dir = assets_dir
         self._input_roots = tuple(input_roots)
         self._cwd = cwd

@@ -33,6 +33,8 @@ CAP_SHARED_MEMORY: Final = "shared-memory"
 CAP_BROKER: Final = "broker"
 #: Bulk bytes may travel inline in bounded chunks (``BulkChunk`` + ``ChunkedRef``).
 CAP_CHUNKS: Final = "chunks"
+#: The worker may report runtime figures (``Stats``: batches formed, parallel split, compile).
+CAP_STATS: Final = "stats"
 #: Largest payload of one ``BulkChunk`` (frames stay far below the 16 MiB frame limit).
 CHUNK_SIZE: Final = 4 * 1024 * 1024
 
@@ -223,6 +225,10 @@ class Placed(_Msg, frozen=True, tag="placed"):
     park_text_encoder: bool = False
     vae_tiling: bool = False
     attention: str = "sdpa"
+    #: The sequence-parallel plan (SDK 1.4): ``ulysses=2``, ``ring=2``, ``ulysses=2,ring=2``;
+    #: None for one device. ``devices`` lists the group's devices, one per rank.
+    parallel: str | None = None
+    devices: list[str] = []
 
 
 class Evict(_Msg, frozen=True, tag="evict"):
@@ -318,6 +324,12 @@ class Holding(_Msg, frozen=True, tag="holding"):
     models: list[HeldModel]
 
 
+class Stats(_Msg, frozen=True, tag="stats"):
+    """The worker's runtime figures by section (``stats`` capability), sent when one changes."""
+
+    sections: dict[str, Any]
+
+
 FromWorker = (
     Welcome
     | Refused
@@ -329,5 +341,6 @@ FromWorker = (
     | CallCancelled
     | PlaceAsk
     | Holding
+    | Stats
     | BulkChunk
 )

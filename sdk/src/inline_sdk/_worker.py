@@ -37,6 +37,7 @@ from ._protocol import (
     CAP_BROKER,
     CAP_CHUNKS,
     CAP_SHARED_MEMORY,
+    CAP_STATS,
     CAP_STREAM,
     CHUNK_SIZE,
     PROTOCOL,
@@ -68,11 +69,12 @@ from ._protocol import (
     Welcome,
 )
 from ._shm import Arena, Region, SegmentReader
+from ._state import WorkerCache, WorkerStats
 from ._version import SDK_VERSION
 
 PREVIEW_LIMIT = 4 * 1024 * 1024
 #: What this SDK's worker understands.
-WORKER_CAPABILITIES = (CAP_STREAM, CAP_SHARED_MEMORY, CAP_BROKER, CAP_CHUNKS)
+WORKER_CAPABILITIES = (CAP_STREAM, CAP_SHARED_MEMORY, CAP_BROKER, CAP_CHUNKS, CAP_STATS)
 SECRET_ENV = "INLINE_WORKER_SECRET"
 log = logging.getLogger("inline.worker")
 
@@ -195,6 +197,9 @@ class Worker:
         self._roots = [Path(os.path.realpath(r)) for r in hello.input_roots]
         self.caps = agreed_capabilities(hello)
         self.memory = Memory(self.send if CAP_BROKER in self.caps else None)
+        #: Shared by every call of this worker (``ctx.cache``, ``ctx.stats``).
+        self.cache = WorkerCache()
+        self.stats = WorkerStats(self.send if CAP_STATS in self.caps else None)
         #: Blobs arriving in chunks (``chunks``), by id, until the message naming them.
         self._incoming: dict[int, bytearray] = {}
         self._done_blobs: dict[int, bytes] = {}
@@ -323,6 +328,8 @@ class Worker:
             logger=logging.getLogger(f"inline.pack.{self.hello.pack}.{spec.type}"),
             memory=self.memory,
             secrets=msg.secrets,
+            cache=self.cache,
+            stats=self.stats,
         )
 
     def take_inputs(self, values: list[Value], is_list: bool) -> Any:

@@ -21,6 +21,7 @@ from inline_core._policy import GPU_RESERVE, RAM_SHARE, Profile
 from inline_sdk.protocol import ComponentPlan, HeldModel, Holding, PlaceAsk, Placed
 
 from ._inventory import probe
+from ._parallel import parse_parallel, plan_parallel
 
 #: How long the broker waits for a worker to report after it was asked to evict.
 EVICT_WAIT = 30.0
@@ -49,7 +50,11 @@ class Broker:
         inventory: Inventory | None = None,
         profile: str | None = None,
         budget: Budget | None = None,
+        parallel: str | None = None,
     ) -> None:
+        parse_parallel(parallel)  # a malformed INLINE_PARALLEL fails at startup, named
+        #: ``INLINE_PARALLEL`` as set (see ``_parallel``).
+        self.parallel = parallel
         self.inventory = inventory if inventory is not None else probe()
         default = "gpu-max" if self.inventory.gpus else "cpu"
         chosen = profile or default
@@ -137,7 +142,7 @@ class Broker:
         if chosen.fits:
             for c in chosen.components:
                 self._plans[(key, c.name)] = {"reason": chosen.reason}
-        return _answer(ask, chosen)
+        return _answer(ask, chosen, plan_parallel(self.parallel, self.inventory, chosen))
 
     def _shrunk(self, device: str, room: int) -> Budget:
         if device.startswith("cuda"):
@@ -203,6 +208,7 @@ class Broker:
             )
         return {
             "profile": self.profile,
+            "parallel": self.parallel or "auto",
             "budget": {
                 d: {
                     "bytes": self.capacity(d),
@@ -236,7 +242,9 @@ def _resident(p: Placement) -> int:
     return sum(c.bytes for c in p.components if c.offload == "resident")
 
 
-def _answer(ask: PlaceAsk, p: Placement) -> Placed:
+def _answer(
+    ask: PlaceAsk, p: Placement, split: tuple[str | None, list[str]] = (None, [])
+) -> Placed:
     return Placed(
         ask=ask.ask,
         fits=p.fits,
@@ -256,4 +264,6 @@ def _answer(ask: PlaceAsk, p: Placement) -> Placed:
         park_text_encoder=p.park_text_encoder,
         vae_tiling=p.vae_tiling,
         attention=p.attention,
+        parallel=split[0] if p.fits else None,
+        devices=split[1] if p.fits else [],
     )

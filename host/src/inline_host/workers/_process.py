@@ -29,6 +29,7 @@ from inline_sdk.protocol import (
     CAP_BROKER,
     CAP_CHUNKS,
     CAP_SHARED_MEMORY,
+    CAP_STATS,
     CAP_STREAM,
     CHUNK_SIZE,
     HEADER,
@@ -53,6 +54,7 @@ from inline_sdk.protocol import (
     Release,
     ShmRef,
     Shutdown,
+    Stats,
     Stream,
     Value,
     Welcome,
@@ -70,7 +72,7 @@ from ._launchers import LaunchedWorker, LaunchFailed, WorkerLauncher
 
 STDERR_LINES = 40
 #: What this host understands; ``shared-memory`` only where the launcher provides it.
-HOST_CAPABILITIES = (CAP_STREAM, CAP_BROKER, CAP_CHUNKS)
+HOST_CAPABILITIES = (CAP_STREAM, CAP_BROKER, CAP_CHUNKS, CAP_STATS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +138,8 @@ class WorkerProcess:
         self.pid: int | None = None
         self.welcome: Welcome | None = None
         self.capabilities: frozenset[str] = frozenset()
+        #: The worker's runtime figures (``Stats``: batching, parallel split, compile).
+        self.runtime: dict[str, Any] = {}
         self.returncode: int | None = None
         self.python = ""
         self.last_active = time.monotonic()
@@ -216,7 +220,7 @@ class WorkerProcess:
     def describe(self) -> dict[str, Any]:
         """Where this worker runs and what it speaks (for ``/v1/health``)."""
         where = self._worker.describe() if self._worker is not None else {}
-        return {**where, "capabilities": sorted(self.capabilities)}
+        return {**where, "capabilities": sorted(self.capabilities), "runtime": self.runtime}
 
     async def evict(self, slots: list[str]) -> None:
         """Ask the worker to free the models in ``slots`` (the broker makes room)."""
@@ -298,6 +302,9 @@ class WorkerProcess:
             if self._first is not None:
                 self._first.send_nowait(msg)
                 self._first = None
+            return
+        if isinstance(msg, Stats):
+            self.runtime = dict(msg.sections)
             return
         if isinstance(msg, PlaceAsk | Holding):  # the memory broker's side channel
             if self.broker is not None and isinstance(msg, Holding):

@@ -62,7 +62,9 @@ class Supervisor:
         self.broker = (
             broker
             if broker is not None
-            else Broker(profile=settings.profile, budget=budget_of(settings))
+            else Broker(
+                profile=settings.profile, budget=budget_of(settings), parallel=settings.parallel
+            )
         )
         self._workers: dict[str, WorkerProcess] = {}
         self._locks: dict[str, anyio.Lock] = {}

@@ -10,7 +10,7 @@ from ._errors import KeysMismatch, ModelFileError, NotSafetensors, UnknownModel,
 from ._families import FAMILIES, Component, Detection, Family, detect
 from ._header import WeightsHeader, read_header
 from ._loading import ModelCache, Placement, apply_placement, default_placement, free_memory
-from ._lora import LoraItem, LoraRefused, LoraStack, use_loras
+from ._lora import LoraItem, LoraRefused, LoraStack, LoraWeights, lora_weights, use_loras
 from ._nodes import (
     Latent,
     check_conditioning,
@@ -68,6 +68,8 @@ __all__ = (
     "is_weight_entry",
     "read_header",
     "run_sampler",
+    "LoraWeights",
+    "lora_weights",
     "use_loras",
 )
 

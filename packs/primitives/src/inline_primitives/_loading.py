@@ -81,6 +81,9 @@ class Placement:
     offload: str = "resident"
     parked: bool = False
     tiling: bool = False
+    #: The broker's sequence-parallel plan (``ulysses=2``) and one device per rank.
+    parallel: str | None = None
+    devices: tuple[str, ...] = ()
 
 
 def default_placement(nbytes: int) -> Placement:

@@ -238,3 +238,29 @@ def use_loras(module: Any, model_file: str, value: Any) -> LoraStack:
     stamps = tuple(file_key(Path(item.file)) for item in stack.loras)
     apply_loras(module, stack, detection, stamps)
     return stack
+
+
+class LoraWeights:
+    """A call's LoRA stack, applied by the denoiser right before it runs the call's batch.
+
+    Calls batch only with calls of the same stack (``key``), and the denoiser runs one batch at
+    a time per transformer, so a stack is never changed under another call's steps.
+    """
+
+    __slots__ = ("_model_file", "_module", "_value", "key")
+
+    def __init__(self, module: Any, model_file: str, value: Any) -> None:
+        self._module, self._model_file, self._value = module, model_file, value
+        stack = as_stack(value)
+        self.key = tuple((item.file, float(item.strength)) for item in stack.loras)
+
+    def apply(self) -> None:
+        """Make the transformer's weights this stack's (restoring what others changed)."""
+        use_loras(self._module, self._model_file, self._value)
+
+
+def lora_weights(module: Any, model_file: str, value: Any) -> LoraWeights:
+    """The stack on ``value`` (a ``lora`` input; ``None``: none), to be applied by the
+    denoiser; refused at once (before any batching) if a LoRA file is unusable."""
+    as_stack(value)
+    return LoraWeights(module, model_file, value)

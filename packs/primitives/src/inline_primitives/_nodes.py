@@ -16,6 +16,7 @@ from ._lora import LoraStack
 from ._refs import CATEGORIES, ModelRef, as_ref, inspect_model
 from ._resolve import pick_file
 from ._text import Conditioning
+from .runtime._settings import max_batch
 
 PREVIEW_EVERY = 4
 TextEncoderOut = Annotated[
@@ -100,7 +101,7 @@ def encode_text(
         raise ValueError("Encode Text needs a prompt.")
     ref = as_ref(text_encoder, "text_encoder", "Encode Text 'text_encoder'")
     ctx.phase("loading", "Loading text encoder…")
-    te = get_text_encoder(ref, ctx.memory)
+    te = get_text_encoder(ref, ctx)
     ctx.phase("encode", "Encoding prompt…")
     return encode_prompts(te, [prompt])
 
@@ -125,7 +126,8 @@ def empty_latent(
     return Latent(torch.zeros((batch, 16, max(h, 2), max(w, 2)), dtype=torch.float32))
 
 
-@node("sample", title="Sample", category="Sampling", icon="wand", hidden=True)
+@node("sample", title="Sample", category="Sampling", icon="wand", hidden=True,
+      concurrency=max_batch())  # fmt: skip
 def sample(
     ctx: Context,
     model: Annotated[Any, Port("Model", kind="model")],
@@ -154,13 +156,12 @@ def sample(
     ``load/lora``, merged into the loaded weights for this call (reversibly)."""
     import random
 
-    from ._lora import use_loras
+    from ._lora import lora_weights
     from ._runtime import get_model
 
     ref = as_ref(model, "diffusion", "Sample 'model'")
     ctx.phase("loading", "Loading model…")
-    transformer = get_model(ref, ctx.memory)
-    use_loras(transformer, ref.file, lora)
+    transformer = get_model(ref, ctx)
     check_conditioning(transformer, positive)
     seed = seed if seed >= 0 else random.SystemRandom().randrange(2**32)
     out = run_sampler(
@@ -176,6 +177,8 @@ def sample(
         seed=seed,
         denoise=denoise,
         shift=shift,
+        model_file=ref.file,
+        loras=lora_weights(transformer, ref.file, lora),
     )
     return Latent(out)
 
@@ -199,18 +202,12 @@ def run_sampler(
     latents: Any,
     **options: Any,
 ) -> Any:
-    """``sampling.sample`` with a progress event every step, a preview every few steps and
-    cancellation at step granularity."""
-    from ._sampling import preview_png, sample
+    """One sample call through the worker's denoiser (``runtime``: batched with compatible
+    calls of other runs, or split across devices): a progress event every step, a preview every
+    few steps and cancellation at step granularity."""
+    from .runtime import denoise
 
-    def on_step(i: int, n: int, x: Any) -> None:
-        ctx.progress(i, n, phase="sample", status=f"Step {i}/{n}")
-        every = max(1, min(PREVIEW_EVERY, n // 2))
-        if i < n and i % every == 0:
-            ctx.preview(preview_png(x))
-
-    ctx.check_cancelled()
-    return sample(transformer, positive, negative, latents, on_step=on_step, **options)
+    return denoise(ctx, transformer, positive, negative, latents, **options)
 
 
 @node("vae/decode", title="VAE Decode", category="VAE", icon="image", output_kind="image",
@@ -226,7 +223,7 @@ def vae_decode(
 
     ref = as_ref(vae, "vae", "VAE Decode 'vae'")
     ctx.phase("loading", "Loading VAE…")
-    model = get_model(ref, ctx.memory)
+    model = get_model(ref, ctx)
     ctx.phase("decode", "Decoding…")
     pixels = decode(model, latent.samples)
     ctx.phase("save", "Saving…", 1.0)
@@ -247,6 +244,6 @@ def vae_encode(
         raise ValueError("VAE Encode needs an image input.")
     ref = as_ref(vae, "vae", "VAE Encode 'vae'")
     ctx.phase("loading", "Loading VAE…")
-    model = get_model(ref, ctx.memory)
+    model = get_model(ref, ctx)
     ctx.phase("encode", "Encoding image…")
     return Latent(encode(model, image.tobytes()))

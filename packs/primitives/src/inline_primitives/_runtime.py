@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Final
 
-from inline_sdk import Memory
+from inline_sdk import Context, Memory
 from inline_sdk.protocol import ComponentPlan, ModelSize, Placed
 
 from ._errors import WontFit
@@ -30,11 +30,17 @@ from ._loading import (
 from ._refs import ModelRef
 from ._text import TextEncoder, find_tokenizer, load_tokenizer
 
-CACHE = ModelCache()
+#: The key of this library's models in the worker's cache (``ctx.cache``).
+CACHE_KEY: Final = "inline_primitives.models"
 #: The policy's role names for the library's slots.
 ROLES: Final = {"diffusion": "diffusion", "vae": "vae", "text_encoder": "text-encoder"}
 #: Policy dtype names -> torch dtype names.
 DTYPES: Final = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+
+
+def models_cache(ctx: Context) -> ModelCache:
+    """The worker's loaded models (one per slot), kept in ``ctx.cache``: never a module global."""
+    return ctx.cache.get(CACHE_KEY, ModelCache)
 
 
 def _size(det: Detection, slot: str, path: Path) -> ModelSize:
@@ -54,6 +60,8 @@ def plan_placement(plan: ComponentPlan, placed: Placed) -> Placement:
         and plan.role == "text-encoder"
         and plan.offload == "resident",  # offload hooks move it themselves
         tiling=placed.vae_tiling and plan.role == "vae",
+        parallel=getattr(placed, "parallel", None) if plan.role == "diffusion" else None,
+        devices=tuple(getattr(placed, "devices", ())) if plan.role == "diffusion" else (),
     )
 
 
@@ -73,16 +81,16 @@ def _ask(memory: Memory | None, sizes: list[ModelSize], activation: int = 0) -> 
     return [(plan_placement(plan, placed), plan) for plan in plans]
 
 
-def _is_loaded(slot: str, path: Path) -> bool:
+def _is_loaded(cache: ModelCache, slot: str, path: Path) -> bool:
     key = file_key(path)
-    held = CACHE.peek(slot)
+    held = cache.peek(slot)
     return held is not None and held[0][: len(key)] == key
 
 
-def _loaded(slot: str, path: Path, memory: Memory | None) -> Any | None:
+def _loaded(cache: ModelCache, slot: str, path: Path, memory: Memory | None) -> Any | None:
     """What ``slot`` holds if it is ``path`` already (marked used; it keeps its plan)."""
-    held = CACHE.peek(slot)
-    if held is None or not _is_loaded(slot, path):
+    held = cache.peek(slot)
+    if held is None or not _is_loaded(cache, slot, path):
         return None
     if memory is not None:
         memory.touch(slot)
@@ -90,6 +98,7 @@ def _loaded(slot: str, path: Path, memory: Memory | None) -> Any | None:
 
 
 def _get(
+    cache: ModelCache,
     slot: str,
     path: Path,
     det: Detection,
@@ -97,15 +106,15 @@ def _get(
     make: Any,
     decided: Decision | None = None,
 ) -> Any:
-    found = _loaded(slot, path, memory)
+    found = _loaded(cache, slot, path, memory)
     if found is not None:
         return found
     size = _size(det, slot, path)
     where, plan = decided if decided is not None else _ask(memory, [size])[0]
     # the slot frees its old model before loading (nothing here holds a reference to it)
-    value = CACHE.get(slot, (*file_key(path), where), lambda: make(where))
+    value = cache.get(slot, (*file_key(path), where), lambda: make(where))
     if memory is not None and plan is not None:
-        memory.hold(slot, size.name, plan.bytes or size.bytes, plan, lambda: CACHE.drop(slot))
+        memory.hold(slot, size.name, plan.bytes or size.bytes, plan, lambda: cache.drop(slot))
     return value
 
 
@@ -116,62 +125,64 @@ def activation_bytes(width: int, height: int, *, batch: int = 1, cfg: bool = Fal
     return int(mib * (1 << 20) * (2 if cfg else 1))
 
 
-def get_models(
-    refs: dict[str, ModelRef], memory: Memory | None = None, *, activation: int = 0
-) -> dict[str, Any]:
+def get_models(refs: dict[str, ModelRef], ctx: Context, *, activation: int = 0) -> dict[str, Any]:
     """The components of one render (``diffusion``, ``vae``, ``text_encoder`` refs), placed
     with a single ask when any of them must load: the policy plans the render as a whole."""
     ensure_imports()
+    cache = models_cache(ctx)
     dets = {slot: (Path(ref.file), detect(Path(ref.file), slot)) for slot, ref in refs.items()}
-    missing = [slot for slot, (path, _) in dets.items() if not _is_loaded(slot, path)]
+    missing = [slot for slot, (path, _) in dets.items() if not _is_loaded(cache, slot, path)]
     decided: dict[str, Decision] = {}
     if missing:
         sizes = [_size(det, slot, path) for slot, (path, det) in dets.items()]
-        decided = dict(zip(dets, _ask(memory, sizes, activation), strict=True))
+        decided = dict(zip(dets, _ask(ctx.memory, sizes, activation), strict=True))
     return {
         slot: (
-            get_text_encoder(refs[slot], memory, decided.get(slot))
+            get_text_encoder(refs[slot], ctx, decided.get(slot))
             if slot == "text_encoder"
-            else get_model(refs[slot], memory, decided.get(slot))
+            else get_model(refs[slot], ctx, decided.get(slot))
         )
         for slot in dets
     }
 
 
-def _modules() -> list[Any]:
+def _modules(cache: ModelCache) -> list[Any]:
     """Every loaded module (a text encoder's model, not its wrapper)."""
-    return [v.model if isinstance(v, TextEncoder) else v for v in CACHE.models()]
+    return [v.model if isinstance(v, TextEncoder) else v for v in cache.models()]
 
 
-def _model(det: Detection, where: Placement) -> Any:
+def _model(cache: ModelCache, det: Detection, where: Placement) -> Any:
     module = load_placed(det, where)
+    if where.parallel:  # the runtime's denoiser runs it in a worker group (``runtime``)
+        module._inline_parallel = (where.parallel, where.devices)
     if where.offload == "model":  # one model-offloaded component on the device at a time
-        module.register_forward_pre_hook(lambda m, _args: offload_others(m, _modules()))
+        module.register_forward_pre_hook(lambda m, _args: offload_others(m, _modules(cache)))
     return module
 
 
-def get_model(ref: ModelRef, memory: Memory | None = None, decided: Decision | None = None) -> Any:
-    """The loaded diffusion model or VAE behind ``ref`` (kept until its slot changes file),
-    placed where the host's broker says (``memory``: the node's ``ctx.memory``)."""
+def get_model(ref: ModelRef, ctx: Context, decided: Decision | None = None) -> Any:
+    """The loaded diffusion model or VAE behind ``ref`` (kept in the worker's cache until its
+    slot changes file), placed where the host's broker (``ctx.memory``) says."""
     ensure_imports()
+    cache = models_cache(ctx)
     path = Path(ref.file)
     det = detect(path, ref.kind)
-    return _get(ref.kind, path, det, memory, lambda where: _model(det, where), decided)
+    make = lambda where: _model(cache, det, where)  # noqa: E731
+    return _get(cache, ref.kind, path, det, ctx.memory, make, decided)
 
 
-def get_text_encoder(
-    ref: ModelRef, memory: Memory | None = None, decided: Decision | None = None
-) -> TextEncoder:
+def get_text_encoder(ref: ModelRef, ctx: Context, decided: Decision | None = None) -> TextEncoder:
     """The loaded text encoder behind ``ref`` with its tokenizer (see ``find_tokenizer``)."""
     ensure_imports()
+    cache = models_cache(ctx)
     path = Path(ref.file)
     folder = find_tokenizer(path)  # before any weight is read: a missing tokenizer fails fast
     det = detect(path, "text_encoder")
 
     def make(where: Placement) -> TextEncoder:
-        model = _model(det, where)
+        model = _model(cache, det, where)
         return TextEncoder(
             model, load_tokenizer(folder), str(path), where.device, parked=where.parked
         )
 
-    return _get("text_encoder", path, det, memory, make, decided)
+    return _get(cache, "text_encoder", path, det, ctx.memory, make, decided)

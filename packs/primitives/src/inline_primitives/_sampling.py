@@ -39,7 +39,7 @@ def make_scheduler(sampler: str, scheduler: str, shift: float = SHIFT) -> Any:
         log.info("scheduler '%s' is not known: using 'simple'", scheduler)
     return FlowMatchEulerDiscreteScheduler(
         num_train_timesteps=1000,
-        shift=shift,
+        shift=float(shift),
         use_dynamic_shifting=False,
         **STEP_RULES.get(sampler, {}),
         **SIGMA_SCHEDULES.get(scheduler, {}),

@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from typing import Annotated, Any, Literal
 
+from inline_primitives.runtime import decode_batched, max_batch
 from inline_sdk import Context, Image, Output, Param, Port, node
 
 from ._resolve import PULL_COMMAND, RECOMMENDED, ModelsMissing, resolve, resolve_tokenizer
@@ -26,6 +27,7 @@ SEED_LIMIT = 2**32
     category="Generate",
     icon="wand",
     output_kind="image",
+    concurrency=max_batch(),  # compatible calls of concurrent runs denoise as one batch
 )
 class ZImageTurbo:
     """Z-Image Turbo text-to-image (and img2img with ``image`` and ``strength``)."""
@@ -84,10 +86,15 @@ class ZImageTurbo:
         ] = "",
         vae: Annotated[str, Param("VAE", widget="select", options_from="vae", advanced=True)] = "",
     ) -> Annotated[Image, Output("image", "Image")]:
-        from inline_primitives import check_conditioning, inspect_model, run_sampler, use_loras
-        from inline_primitives._images import decode, encode, encode_png, latent_size
-        from inline_primitives._runtime import activation_bytes, get_models
-        from inline_primitives._text import encode_prompts
+        from inline_primitives import check_conditioning, inspect_model, lora_weights, run_sampler
+        from inline_primitives.runtime import (
+            activation_bytes,
+            encode,
+            encode_png,
+            encode_prompts,
+            get_models,
+            latent_size,
+        )
 
         if not prompt or not prompt.strip():
             raise ValueError("Z-Image needs a prompt.")
@@ -107,11 +114,9 @@ class ZImageTurbo:
             raise ModelsMissing(missing)
         refs = {kind: inspect_model(r.path, kind) for kind, r in found.items() if r.path}
         # one ask for the three: the host's policy places the render as a whole
-        loaded = get_models(
-            refs, ctx.memory, activation=activation_bytes(width, height, cfg=guidance > 0)
-        )
+        loaded = get_models(refs, ctx, activation=activation_bytes(width, height, cfg=guidance > 0))
         transformer, autoencoder, te = loaded["diffusion"], loaded["vae"], loaded["text_encoder"]
-        stack = use_loras(transformer, refs["diffusion"].file, lora)
+        weights = lora_weights(transformer, refs["diffusion"].file, lora)  # applied per batch
         ctx.check_cancelled()
 
         positive = encode_prompts(te, [prompt])
@@ -139,8 +144,10 @@ class ZImageTurbo:
             scheduler=scheduler,
             seed=seed,
             denoise=denoise,
+            model_file=refs["diffusion"].file,
+            loras=weights,
         )
-        pixels = decode(autoencoder, out)
+        pixels = decode_batched(ctx, autoencoder, out)
         ctx.phase("save", "Saving…", 1.0)
         params: dict[str, Any] = {
             "model": refs["diffusion"].file,
@@ -156,6 +163,6 @@ class ZImageTurbo:
         }
         if image is not None:
             params["strength"] = strength
-        if stack.loras:
-            params["loras"] = [{"file": i.file, "strength": i.strength} for i in stack.loras]
+        if weights.key:
+            params["loras"] = [{"file": f, "strength": s} for f, s in weights.key]
         return Image(encode_png(pixels[0]), params=params)

@@ -1,0 +1,250 @@
+"""One image across several devices: a torchrun worker group driven from the pack worker.
+
+The group is started once (``torch.distributed.run``, one rank per device of the broker's plan),
+reused for every call and shut down with the worker (``close``, or when the worker goes away: rank
+0 sees its connection end and the group exits). Rank 0 talks to this process over an
+authenticated loopback connection: a call's request goes to every rank, rank 0 sends back each
+step's latents (progress, previews), and a cancel reaches every rank at the next step. With
+xfuser importable (CUDA), the ranks split the sequence (Ulysses / ring, ``Placed.parallel``);
+where it is not (xfuser refuses to start without an accelerator), each rank runs the same loop
+unsplit on a gloo group and the ranks check they agree. A rank that dies fails only the call in
+flight, with the reason; the next call starts a fresh group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import pickle
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+from multiprocessing.connection import Connection, Listener
+from typing import Any
+
+from inline_sdk import Cancelled, WorkerStats
+
+from ._denoise import DenoiseRequest
+
+log = logging.getLogger("inline.runtime.parallel")
+START_TIMEOUT = 300.0
+POLL_S = 0.05
+
+
+class GroupFailed(RuntimeError):
+    """The worker group lost a rank (or never started): the call in flight fails with why."""
+
+
+def degrees(plan: str) -> dict[str, int]:
+    """``ulysses=2,ring=2`` as ``{"ulysses": 2, "ring": 2}``."""
+    out: dict[str, int] = {}
+    for part in plan.split(","):
+        kind, _, value = part.partition("=")
+        out[kind.strip()] = int(value)
+    return out
+
+
+def send(conn: Connection, msg: tuple[Any, ...]) -> None:
+    """A message over the group's authenticated connection, tensors by value (plain pickle:
+    multiprocessing's own pickler would share them through file descriptors)."""
+    conn.send_bytes(pickle.dumps(msg))
+
+
+def recv(conn: Connection) -> tuple[Any, ...]:
+    return pickle.loads(conn.recv_bytes())
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class WorkerGroup:
+    """The running torchrun group and rank 0's connection."""
+
+    def __init__(self, model_file: str, plan: str, devices: list[str]) -> None:
+        self.world = len(devices)
+        key = secrets.token_bytes(32)
+        self._listener = Listener(("127.0.0.1", 0), authkey=key)
+        host, port = self._listener.address
+        env = {
+            **os.environ,
+            "INLINE_GROUP_ADDRESS": f"{host}:{port}",
+            "INLINE_GROUP_KEY": key.hex(),
+            "INLINE_GROUP_MODEL": model_file,
+            "INLINE_GROUP_PLAN": plan,
+            "INLINE_GROUP_DEVICES": ",".join(devices),
+            "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
+        }
+        cmd = [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            f"--nproc-per-node={self.world}",
+            "--master-addr=127.0.0.1",
+            f"--master-port={_free_port()}",
+            "-m",
+            "inline_primitives.runtime._rank",
+        ]
+        self.proc = subprocess.Popen(cmd, env=env, stdout=sys.stderr, start_new_session=True)
+        self.conn = self._accept()
+        hello = recv(self.conn)
+        if hello[0] != "ready":
+            raise GroupFailed(f"the worker group did not start: {hello[1]}")
+        self.info: dict[str, Any] = hello[1]
+
+    def _accept(self) -> Connection:
+        box: list[Any] = []
+        thread = threading.Thread(target=lambda: box.append(self._accept_once()), daemon=True)
+        thread.start()
+        thread.join(START_TIMEOUT)
+        if not box or isinstance(box[0], BaseException):
+            self.kill()
+            why = box[0] if box else f"no rank 0 within {START_TIMEOUT:.0f} s"
+            raise GroupFailed(f"the worker group did not start: {why}")
+        return box[0]
+
+    def _accept_once(self) -> Any:
+        try:
+            return self._listener.accept()
+        except BaseException as exc:  # handed to the caller
+            return exc
+
+    @property
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def died(self) -> str:
+        code = self.proc.poll()
+        return f"a rank of the worker group died (torchrun exit code {code})"
+
+    def close(self, timeout: float = 30.0) -> None:
+        """Ask every rank to finish, then make sure the group is gone."""
+        with contextlib.suppress(OSError, ValueError):
+            send(self.conn, ("shutdown",))
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+        self._listener.close()
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, 9)
+        self.proc.wait()
+        self._listener.close()
+
+
+class ParallelDenoiser:
+    """Runs requests on the worker group, one at a time."""
+
+    def __init__(
+        self,
+        model_file: str,
+        plan: str,
+        devices: list[str],
+        stats: WorkerStats | None = None,
+    ) -> None:
+        if math.prod(degrees(plan).values()) != len(devices):
+            raise ValueError(f"the plan {plan} needs {math.prod(degrees(plan).values())} devices")
+        self.model_file, self.plan, self.devices = model_file, plan, devices
+        self._stats = stats
+        self._group: WorkerGroup | None = None
+        self._lock = threading.Lock()
+        self.calls = 0
+        self.restarts = 0
+
+    def _report(self, **extra: Any) -> None:
+        if self._stats is not None:
+            group = self._group
+            self._stats.update(
+                "parallel",
+                {
+                    "plan": self.plan,
+                    "devices": list(self.devices),
+                    "world": len(self.devices),
+                    "split": bool(group and group.info.get("split")),
+                    "backend": group.info.get("backend") if group else None,
+                    "running": bool(group and group.alive),
+                    "calls": self.calls,
+                    "restarts": self.restarts,
+                    **extra,
+                },
+            )
+
+    def group(self) -> WorkerGroup:
+        """The live group (started on first use, and again after a rank died)."""
+        if self._group is not None and not self._group.alive:
+            self._group.kill()
+            self._group = None
+            self.restarts += 1
+        if self._group is None:
+            self._group = WorkerGroup(self.model_file, self.plan, self.devices)
+            log.info("worker group up: %s on %s (%s)", self.plan, self.devices, self._group.info)
+            self._report()
+        return self._group
+
+    def denoise(self, request: DenoiseRequest) -> Any:
+        with self._lock:
+            group = self.group()
+            self.calls += 1
+            payload = {
+                "positive": [e.cpu() for e in request.positive.embeds],
+                "negative": None
+                if request.negative is None
+                else [e.cpu() for e in request.negative.embeds],
+                "latent": request.latent.cpu(),
+                "steps": request.steps,
+                "guidance": request.guidance,
+                "sampler": request.sampler,
+                "scheduler": request.scheduler,
+                "seed": request.seed,
+                "denoise": request.denoise,
+                "shift": request.shift,
+            }
+            try:
+                send(group.conn, ("call", payload))
+                return self._follow(group, request)
+            except (EOFError, OSError) as exc:
+                group.kill()
+                self._report(lastError=group.died())
+                raise GroupFailed(f"{group.died()}: {exc or type(exc).__name__}") from exc
+
+    def _follow(self, group: WorkerGroup, request: DenoiseRequest) -> Any:
+        cancel_sent = False
+        while True:
+            if not cancel_sent and request.cancelled():
+                send(group.conn, ("cancel",))
+                cancel_sent = True
+            if not group.conn.poll(POLL_S):
+                if not group.alive:
+                    raise EOFError("the group exited")
+                continue
+            msg = recv(group.conn)
+            if msg[0] == "step":
+                if request.on_step is not None and not cancel_sent:
+                    try:
+                        request.on_step(msg[1], msg[2], msg[3])
+                    except Cancelled:
+                        send(group.conn, ("cancel",))
+                        cancel_sent = True
+            elif msg[0] == "done":
+                self._report(ranksAgree=msg[2])
+                return msg[1]
+            elif msg[0] == "cancelled":
+                raise Cancelled()
+            elif msg[0] == "error":
+                raise RuntimeError(f"the worker group failed: {msg[1]}")
+
+    def close(self) -> None:
+        """Shut the group down (the worker is stopping)."""
+        with self._lock:
+            if self._group is not None:
+                self._group.close()
+                self._group = None
+            self._report()
