@@ -39,6 +39,29 @@ def _gb(env: Mapping[str, str], name: str) -> float | None:
     return None if not raw else _float(env, name, 0.0, "GB")
 
 
+def _ray_resources(raw: str) -> dict[str, dict[str, float]]:
+    """``pack=resource:amount`` entries, comma-separated (a pack may repeat, one per resource)."""
+    out: dict[str, dict[str, float]] = {}
+    for entry in (e.strip() for e in raw.split(",")):
+        if not entry:
+            continue
+        pack, eq, rest = entry.partition("=")
+        name, colon, amount = rest.rpartition(":")
+        if not colon:
+            name = rest
+        try:
+            value = float(amount) if colon else 1.0
+        except ValueError:
+            value = -1.0
+        if not eq or not pack.strip() or not name.strip() or value <= 0:
+            raise ValueError(
+                "INLINE_RAY_RESOURCES entries are pack=resource:amount (amount > 0), "
+                f"comma-separated; got {entry!r}"
+            )
+        out.setdefault(pack.strip(), {})[name.strip()] = value
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     """Where the host keeps its data and how long it waits for workers."""
@@ -69,6 +92,16 @@ class Settings:
     profile: str | None = None
     vram_budget_gb: float | None = None
     ram_budget_gb: float | None = None
+    #: A Ray cluster to run pack workers on (``INLINE_RAY_ADDRESS``); None: this machine.
+    ray_address: str | None = None
+    #: Custom Ray resources per pack (``INLINE_RAY_RESOURCES=zimage=gpu_node:1,...``).
+    ray_resources: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    #: The address cluster nodes dial the host on (``INLINE_RAY_HOST_ADDRESS``; default: the
+    #: host's Ray node address).
+    ray_host_address: str | None = None
+    #: Where actors build pack venvs on their node (``INLINE_RAY_PACKS_DIR``; default: the
+    #: host's packs dir, the same path on every node).
+    ray_packs_dir: Path | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -111,6 +144,14 @@ class Settings:
             profile=env.get("INLINE_PROFILE") or None,
             vram_budget_gb=_gb(env, "INLINE_VRAM_BUDGET_GB"),
             ram_budget_gb=_gb(env, "INLINE_RAM_BUDGET_GB"),
+            ray_address=env.get("INLINE_RAY_ADDRESS") or None,
+            ray_resources=_ray_resources(env.get("INLINE_RAY_RESOURCES") or ""),
+            ray_host_address=env.get("INLINE_RAY_HOST_ADDRESS") or None,
+            ray_packs_dir=(
+                Path(env["INLINE_RAY_PACKS_DIR"]).absolute()
+                if env.get("INLINE_RAY_PACKS_DIR")
+                else None
+            ),
         )
 
     @property
