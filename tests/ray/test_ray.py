@@ -18,7 +18,8 @@ from ..e2e._graphs import n, request
 from ._cluster import HEAD_IP, WORKER_IP, Cluster
 from .conftest import ROOT, make_settings
 
-pytestmark = pytest.mark.anyio
+# the session cluster starts inside the first test (minutes on a loaded 2-core machine)
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(1800)]
 
 
 class Progressed(NullListener):
@@ -73,6 +74,13 @@ async def test_basics_through_ray_gives_the_local_bytes(
     assert len(info["ray"]["nodeId"]) == 56
 
 
+async def eventually(check: Any, limit: float = 60.0) -> None:
+    """Wait (bounded) for a condition only polling can see (Ray's state API, the reaper)."""
+    with anyio.fail_after(limit):
+        while not check():
+            await anyio.sleep(0.2)
+
+
 def ray_actors(prefix: str) -> list[Any]:
     """Actors whose name starts with ``prefix``, from Ray's state API."""
     from ray.util.state import list_actors
@@ -89,6 +97,7 @@ async def test_actors_are_visible_placed_by_resource_and_released_when_idle(
         cluster.address,
         INLINE_RAY_RESOURCES="testpack=custom:1",
         INLINE_RAY_PACKS_DIR=str(tmp_path / "node-packs"),
+        INLINE_WORKER_IDLE="3",
     )
     async with Engine.open(settings) as engine:
         assert text_of(await engine.run(echo("placed"))) == "placed"
@@ -102,11 +111,14 @@ async def test_actors_are_visible_placed_by_resource_and_released_when_idle(
         (actor,) = [a for a in ray_actors("inline-testpack-") if a.state == "ALIVE"]
         assert actor.actor_id == info["ray"]["actorId"]
         assert actor.node_id == info["ray"]["nodeId"]
-        worker = engine.supervisor.workers()["testpack"]
-        # an idle worker stops and its actor is released (the supervisor's reaper)
-        await worker.stop()
-    states = {a.actor_id: a.state for a in ray_actors("inline-testpack-")}
-    assert states[info["ray"]["actorId"]] == "DEAD"
+        # an idle worker stops (the supervisor's reaper) and its actor is released
+        await eventually(lambda: "testpack" not in engine.supervisor.workers())
+
+        def released() -> bool:
+            states = {a.actor_id: a.state for a in ray_actors("inline-testpack-")}
+            return states.get(info["ray"]["actorId"]) == "DEAD"
+
+        await eventually(released)
     # the same packs dir on the node: the next actor reuses the venv built there
     async with Engine.open(settings) as engine:
         assert text_of(await engine.run(echo("again"))) == "again"

@@ -14,7 +14,8 @@ from ..models.conftest import Tiny, install_comfy_layout
 from ._cluster import Cluster
 from .conftest import make_settings
 
-pytestmark = pytest.mark.anyio
+# the session cluster starts inside the first test (minutes on a loaded 2-core machine)
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(1800)]
 
 
 def one_click() -> dict[str, Any]:

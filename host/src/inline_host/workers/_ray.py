@@ -84,12 +84,13 @@ class RayWorker:
     def _node(self) -> str:
         return f"node {self.where.get('nodeId', '?')} ({self.where.get('nodeAddress', '?')})"
 
-    async def _actor_died(self, exc: BaseException) -> bytes:
-        """Record why, close the stream (ends the worker's calls), and the log line saying so."""
+    async def _actor_died(self, exc: BaseException) -> None:
+        """Record why (once) and close the stream: that ends this worker's calls only."""
+        if self.actor_error is not None or self._released:
+            return  # already known, or we released it ourselves
         self.actor_error = _ray_reason(exc)
         with contextlib.suppress(Exception):
             await self.stream.aclose()
-        return f"\nray: the actor on {self._node()} died: {self.actor_error}\n".encode()
 
     def stderr(self) -> AsyncIterator[bytes] | None:
         return self._stderr()
@@ -100,12 +101,13 @@ class RayWorker:
             try:
                 chunk: bytes = await _get(self._actor.read_stderr.remote())
             except ray.exceptions.RayError as exc:
-                if not self._released:
-                    yield await self._actor_died(exc)
-                return
+                await self._actor_died(exc)
+                break
             if not chunk:
-                return
+                break
             yield chunk
+        if self.actor_error is not None:  # the last line of its log says what happened
+            yield f"\nray: the actor on {self._node()} died: {self.actor_error}\n".encode()
 
     async def wait(self) -> int | None:
         ray = self._ray
@@ -114,8 +116,7 @@ class RayWorker:
             with anyio.fail_after(10):
                 code = await _get(self._actor.wait.remote())
         except ray.exceptions.RayError as exc:
-            if self.actor_error is None and not self._released:
-                await self._actor_died(exc)
+            await self._actor_died(exc)
         except TimeoutError:
             self.kill()
         self.release()
@@ -211,7 +212,7 @@ class RayLauncher:
                 secret,
             )
             where, stream = await self._connect(
-                ray, pack, started, listener, secret, demand, timeout
+                ray, actor, started, listener, secret, demand, timeout
             )
         except BaseException:
             if actor is not None:
