@@ -54,7 +54,7 @@ def main() -> None:
     local_us, local_cold = anyio.run(per_call_us, base)
     with (
         tempfile.TemporaryDirectory(prefix="ir-bench-", dir="/tmp") as tmp,
-        two_nodes(Path(tmp)) as cluster,
+        two_nodes(Path(tmp), dashboard=False) as cluster,
     ):
         for name in ("RAY_AUTH_MODE", "RAY_AUTH_TOKEN", "RAY_USAGE_STATS_ENABLED"):
             os.environ[name] = cluster.env[name]

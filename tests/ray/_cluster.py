@@ -60,7 +60,7 @@ def cluster_env(temp_dir: Path) -> dict[str, str]:
     return env
 
 
-def node_args(temp_dir: Path) -> list[list[str]]:
+def node_args(temp_dir: Path, *, dashboard: bool = True) -> list[list[str]]:
     """``ray start`` arguments of the head and of the node with resource ``custom``."""
     common = ["--num-cpus", "1", "--num-gpus", "0", "--object-store-memory", str(OBJECT_STORE)]
     common += ["--disable-usage-stats"]
@@ -73,7 +73,7 @@ def node_args(temp_dir: Path) -> list[list[str]]:
         "--ray-client-server-port",  # unused (the host is a driver on a node): off the default
         str(_free_port(HEAD_IP)),
         "--include-dashboard",
-        "true",  # Ray's state API is served by the dashboard
+        "true" if dashboard else "false",  # Ray's state API is served by the dashboard
         "--dashboard-host",
         HEAD_IP,
         "--dashboard-port",
@@ -87,12 +87,13 @@ def node_args(temp_dir: Path) -> list[list[str]]:
 
 
 @contextlib.contextmanager
-def two_nodes(temp_dir: Path) -> Iterator[Cluster]:
-    """A head on 127.0.0.2 and a worker node on 127.0.0.3 with resource ``custom``."""
+def two_nodes(temp_dir: Path, *, dashboard: bool = True) -> Iterator[Cluster]:
+    """A head on 127.0.0.2 and a worker node on 127.0.0.3 with resource ``custom`` (and the
+    dashboard, which serves Ray's state API, unless ``dashboard`` is false)."""
     temp_dir.mkdir(parents=True, exist_ok=True)
     env = cluster_env(temp_dir)
     keeper = subprocess.Popen(
-        [sys.executable, str(KEEPER), json.dumps(node_args(temp_dir))],
+        [sys.executable, str(KEEPER), json.dumps(node_args(temp_dir, dashboard=dashboard))],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=(temp_dir / "keeper.log").open("w"),

@@ -19,7 +19,7 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(1800)]
 
 
 def one_click() -> dict[str, Any]:
-    params = {"width": 64, "height": 64, "steps": 2, "seed": 11}
+    params = {"width": 256, "height": 256, "steps": 2, "seed": 11}
     return request(
         "z",
         n("p", "input/text", {"text": "a red fox in snow"}),

@@ -4,7 +4,8 @@ resources from ``INLINE_RAY_RESOURCES``.
 A pack whose manifest names model files is a GPU pack (unless the profile is ``cpu``): it asks
 for one GPU, so it lands on a node that has one. When the cluster has no GPU at all it runs on
 CPU, as it would here, and says so in ``/v1/health``. Its ``memory`` is what the broker's
-estimate gives for the recommended files present (safetensors headers, nothing loaded); a pack
+estimate gives for the files its nodes would load (the recommended file, else the folder's
+first weight file; safetensors headers, nothing loaded); a pack
 without model files (``basics``) asks for nothing and lands anywhere.
 """
 
@@ -65,12 +66,25 @@ def model_files(registry: MergedRegistry, settings: Settings, pack: str) -> tupl
     for node in info.manifest.nodes.values():
         for model in node.models:
             named = True
-            for root in settings.models_roots:
-                path = root / model.category / model.file
-                if path.exists() and path not in found:
-                    found.append(path)
-                    break
+            path = _resolve(settings, model.category, model.file)
+            if path is not None and path not in found:
+                found.append(path)
     return named, found
+
+
+def _resolve(settings: Settings, category: str, name: str) -> Path | None:
+    """The file a node would load: the recommended one, else the folder's first weight file
+    (the nodes' own fallback order, without the per-call picks)."""
+    for root in settings.models_roots:
+        if (root / category / name).exists():
+            return root / category / name
+    for root in settings.models_roots:
+        folder = root / category
+        if folder.is_dir() and name.endswith(".safetensors"):
+            first = sorted(folder.glob("*.safetensors"))
+            if first:
+                return first[0]
+    return None
 
 
 def pack_demand(
