@@ -93,10 +93,11 @@ def pack_demand(
     """The resource request of a worker of ``pack`` on a cluster with ``cluster_gpus`` GPUs."""
     named, files = model_files(registry, settings, pack)
     memory = 0
-    try:
-        memory = sum(c.bytes for c in estimate_paths(files))
-    except (HeaderError, OSError):
-        memory = 0  # an unreadable file fails the load itself, with its own message
+    for path in files:  # one by one: a tokenizer folder (no weights) or a bad file adds nothing
+        try:
+            memory += sum(c.bytes for c in estimate_paths([path]))
+        except (HeaderError, OSError, ValueError):
+            continue  # an unreadable file fails the load itself, with its own message
     wants_gpu = named and settings.profile != "cpu"
     note = ""
     if wants_gpu and cluster_gpus <= 0:
