@@ -50,6 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--vram-budget", type=float, metavar="GB", help="cap the VRAM the engine uses")
     p.add_argument("--multi-gpu", action="store_true", help="split one image across GPUs")
     p.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="run pack workers on the Ray cluster at ADDRESS (INLINE_RAY_ADDRESS)",
+    )
+    p.add_argument(
         "--front-end-root", type=Path, metavar="DIR", help="serve a local SPA build from DIR at /"
     )
     p.add_argument(
@@ -104,6 +109,7 @@ def apply_flags(args: argparse.Namespace, env: dict[str, str]) -> None:
         "INLINE_VRAM_BUDGET_GB": None if args.vram_budget is None else str(args.vram_budget),
         "INLINE_PARALLEL": "auto" if args.multi_gpu else None,
         "INLINE_SMART_MEMORY": "1" if args.smart_memory else None,
+        "INLINE_RAY_ADDRESS": args.ray,
     }
     env.update({k: v for k, v in pairs.items() if v is not None})
     env.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")

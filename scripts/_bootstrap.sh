@@ -18,4 +18,4 @@ if [ -z "${UV_FIND_LINKS:-}" ] && [ -n "${PIP_FIND_LINKS:-}" ]; then
   export UV_FIND_LINKS="$PIP_FIND_LINKS"
 fi
 export INLINE_CONSTRAINTS="${INLINE_CONSTRAINTS:-$ROOT/constraints/platform.txt}"
-"${UV[@]}" sync --frozen --quiet
+"${UV[@]}" sync --frozen --all-extras --quiet

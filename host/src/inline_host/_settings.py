@@ -43,6 +43,29 @@ def _gb(env: Mapping[str, str], name: str) -> float | None:
     return None if not raw else _float(env, name, 0.0, "GB")
 
 
+def _ray_resources(raw: str) -> dict[str, dict[str, float]]:
+    """``pack=resource:amount`` entries, comma-separated (a pack may repeat, one per resource)."""
+    out: dict[str, dict[str, float]] = {}
+    for entry in (e.strip() for e in raw.split(",")):
+        if not entry:
+            continue
+        pack, eq, rest = entry.partition("=")
+        name, colon, amount = rest.rpartition(":")
+        if not colon:
+            name = rest
+        try:
+            value = float(amount) if colon else 1.0
+        except ValueError:
+            value = -1.0
+        if not eq or not pack.strip() or not name.strip() or value <= 0:
+            raise ValueError(
+                "INLINE_RAY_RESOURCES entries are pack=resource:amount (amount > 0), "
+                f"comma-separated; got {entry!r}"
+            )
+        out.setdefault(pack.strip(), {})[name.strip()] = value
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class Settings:
     """Where the host keeps its data and how long it waits for workers."""
@@ -87,6 +110,16 @@ class Settings:
     max_queued: int = 1000
     #: The multi-GPU split (``INLINE_PARALLEL``: auto, off, ``ulysses=2,ring=2``...).
     parallel: str | None = None
+    #: A Ray cluster to run pack workers on (``INLINE_RAY_ADDRESS``); None: this machine.
+    ray_address: str | None = None
+    #: Custom Ray resources per pack (``INLINE_RAY_RESOURCES=zimage=gpu_node:1,...``).
+    ray_resources: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    #: The address cluster nodes dial the host on (``INLINE_RAY_HOST_ADDRESS``; default: the
+    #: host's Ray node address).
+    ray_host_address: str | None = None
+    #: Where actors build pack venvs on their node (``INLINE_RAY_PACKS_DIR``; default: the
+    #: host's packs dir, the same path on every node).
+    ray_packs_dir: Path | None = None
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -138,6 +171,14 @@ class Settings:
             max_output_bytes=int(_float(env, "INLINE_MAX_OUTPUT_MB", 2048, "MB") * 1024 * 1024),
             max_queued=_int(env, "INLINE_MAX_QUEUED", 1000),
             parallel=env.get("INLINE_PARALLEL") or None,
+            ray_address=env.get("INLINE_RAY_ADDRESS") or None,
+            ray_resources=_ray_resources(env.get("INLINE_RAY_RESOURCES") or ""),
+            ray_host_address=env.get("INLINE_RAY_HOST_ADDRESS") or None,
+            ray_packs_dir=(
+                Path(env["INLINE_RAY_PACKS_DIR"]).absolute()
+                if env.get("INLINE_RAY_PACKS_DIR")
+                else None
+            ),
         )
 
     @property

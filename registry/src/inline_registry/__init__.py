@@ -36,6 +36,7 @@ from ._registry import (
     merge,
     pack_sources,
 )
+from ._remote import EnvRecipe, ShippedWheel, materialize, recipe_for
 from ._scaffold import scaffold_pack
 from ._scan import RULES, Finding, ScanReport, scan_tree
 from ._spawn import spawn_worker_sync, worker_command, worker_env
@@ -43,6 +44,7 @@ from ._spawn import spawn_worker_sync, worker_command, worker_env
 __all__ = (
     "RULES",
     "EnvBuildFailed",
+    "EnvRecipe",
     "Finding",
     "HandshakeFailed",
     "InstallResult",
@@ -69,6 +71,7 @@ __all__ = (
     "ScanRefused",
     "ScanReport",
     "SdkMismatch",
+    "ShippedWheel",
     "SourceUnavailable",
     "Step",
     "SyncResult",
@@ -80,12 +83,14 @@ __all__ = (
     "load_registry",
     "lock_path",
     "make_hello",
+    "materialize",
     "merge",
     "pack_sources",
     "prepare_env",
     "parse_manifest",
     "probe",
     "read_cached_welcome",
+    "recipe_for",
     "read_lock",
     "read_manifest",
     "read_pack_source",

@@ -26,6 +26,7 @@ from ._broker import Broker
 from ._bulk import HostBulk
 from ._launchers import LocalLauncher, WorkerLauncher, launcher_named
 from ._process import EventCallback, HostValue, WorkerProcess, owned_handles
+from ._ray_placement import ray_launcher
 
 log = logging.getLogger("inline.workers")
 
@@ -52,6 +53,8 @@ class Supervisor:
     ) -> None:
         self.registry = registry
         self.settings = settings
+        if launcher is None and settings.ray_address:
+            launcher = ray_launcher(settings, lambda: self.registry)
         self.launcher = launcher if launcher is not None else launcher_named(settings.launcher)
         #: The host's side of bulk bytes (workers' shared memory, the host's own arena).
         self.bulk = HostBulk()
