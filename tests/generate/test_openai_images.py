@@ -118,3 +118,20 @@ def test_a_mesh_take_is_a_glb(server: Server):
     mesh = trimesh.load(io.BytesIO(r.content), file_type="glb", force="mesh")
     assert mesh.is_watertight and mesh.is_volume
     assert np.allclose(mesh.bounds[1][[0, 2]], [50.0, 50.0], atol=1e-4)
+
+
+def test_the_client_generates_from_a_diffusers_folder_and_makes_meshes(server: Server):
+    from inline_client import Client
+
+    init = Path(server.env["INLINE_INPUT_ROOTS"].split(":")[0]) / "init.png"
+    with Client(server.url) as inline:
+        made = inline.generate("tiny-sd", PROMPT, width=64, height=64, steps=2, seed=3)
+        assert made.width == 64 and made.height == 64 and made.image.startswith(b"\x89PNG")
+        assert made.take.kind == "image" and made.params["seed"] == 3
+        relief = inline.mesh(
+            "mesh/relief", init.read_bytes(), width_mm=40, depth_mm=3, resolution=16
+        )
+    mesh = trimesh.load(io.BytesIO(relief.glb), file_type="glb", force="mesh")
+    assert relief.take.kind == "mesh" and mesh.is_watertight
+    assert (relief.vertices, relief.faces) == (len(mesh.vertices), len(mesh.faces))
+    assert np.allclose(mesh.bounds[1][[0, 2]], [40.0, 40.0], atol=1e-4)

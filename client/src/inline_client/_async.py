@@ -15,6 +15,7 @@ from ._types import (
     CompletionChunk,
     Event,
     GeneratedImage,
+    GeneratedMesh,
     Other,
     RunState,
     Snapshot,
@@ -49,6 +50,10 @@ def _raise_for(r: httpx.Response) -> None:
     if r.status_code == 422 and code == "invalid_graph":
         raise GraphInvalid(r.status_code, code, message, [error], body)
     raise ApiError(r.status_code, code, message, body)
+
+
+#: The node that runs a diffusers folder of ``models/diffusers/``.
+DIFFUSERS_NODE = "diffusers/generate"
 
 
 class AsyncRun:
@@ -203,30 +208,77 @@ class AsyncClient:
 
     async def generate(self, node_or_model: str, prompt: str, *, image: bytes | None = None,
                        **params: Any) -> GeneratedImage:  # fmt: skip
-        """An image from a generation node (``alibaba/z-image-turbo``...) and a prompt;
-        ``image`` (PNG bytes) for image-to-image; ``params`` are the node's."""
+        """An image from a prompt: ``node_or_model`` is a generation node type
+        (``alibaba/z-image-turbo``) or a diffusers folder of ``models/diffusers/`` (run by
+        ``diffusers/generate``); ``image`` (PNG bytes) for image-to-image; ``params`` are the
+        node's."""
+        if "/" not in node_or_model:  # a folder name: node types always hold a slash
+            node_or_model, params = DIFFUSERS_NODE, {"model": node_or_model, **params}
         nodes: list[dict[str, Any]] = [
             {"id": "prompt", "type": "input/text", "params": {"text": prompt}}
         ]
         inputs: dict[str, Any] = {"prompt": {"from": "prompt", "output": "text"}}
         if image is not None:
-            r = await self._http.post(
-                "/v1/assets", content=image, headers={"Content-Type": "image/png"}
-            )
-            _raise_for(r)
-            asset = {"ref": "asset", "id": r.json()["id"]}
-            nodes.append({"id": "image", "type": "input/image", "params": {"asset": asset}})
+            nodes.append(await self._image_node(image))
             inputs["image"] = {"from": "image", "output": "image"}
         nodes.append({"id": "generate", "type": node_or_model, "params": params, "inputs": inputs})
-        run = await self.run(_graph(*nodes), "generate")
-        state = await run.wait()
-        take = next((t for t in state.takes if t.kind == "image"), None)
-        if take is None:
-            raise ApiError(500, "no_take", f"run {run.id} produced no image")
-        data = await self.take_bytes(take.id)
+        take, data = await self._made(nodes, "generate", "image")
         width, height = _png_size(data)
         return GeneratedImage(image=data, width=width, height=height, params=dict(take.params),
                               take=take)  # fmt: skip
+
+    async def mesh(self, node: str, image: bytes, **params: Any) -> GeneratedMesh:
+        """A mesh from an image through an image-to-mesh node (``mesh/relief``...): the
+        binary glTF bytes, with its vertex and face counts."""
+        nodes = [
+            await self._image_node(image),
+            {"id": "mesh", "type": node, "params": params,
+             "inputs": {"image": {"from": "image", "output": "image"}}},
+        ]  # fmt: skip
+        take, data = await self._made(nodes, "mesh", "mesh")
+        vertices, faces = glb_counts(data)
+        return GeneratedMesh(glb=data, vertices=vertices, faces=faces, params=dict(take.params),
+                             take=take)  # fmt: skip
+
+    async def _image_node(self, image: bytes) -> dict[str, Any]:
+        """An ``input/image`` node over ``image`` uploaded as an asset."""
+        r = await self._http.post(
+            "/v1/assets", content=image, headers={"Content-Type": "application/octet-stream"}
+        )
+        _raise_for(r)
+        asset = {"ref": "asset", "id": r.json()["id"]}
+        return {"id": "image", "type": "input/image", "params": {"asset": asset}}
+
+    async def _made(
+        self, nodes: list[dict[str, Any]], target: str, kind: str
+    ) -> tuple[Take, bytes]:
+        """Run ``nodes`` to ``target``; its ``kind`` take and that take's bytes."""
+        run = await self.run(_graph(*nodes), target)
+        state = await run.wait()
+        take = next((t for t in state.takes if t.kind == kind and t.node_id == target), None)
+        if take is None:
+            raise ApiError(500, "no_take", f"run {run.id} produced no {kind}")
+        return take, await self.take_bytes(take.id)
+
+
+def glb_counts(data: bytes) -> tuple[int, int]:
+    """(vertices, faces) of a binary glTF: from its JSON chunk's accessors (no geometry read)."""
+    if len(data) < 20 or data[:4] != b"glTF":
+        raise ApiError(500, "not_glb", "the mesh take is not binary glTF")
+    size = int.from_bytes(data[12:16], "little")
+    if data[16:20] != b"JSON":
+        raise ApiError(500, "not_glb", "the mesh take has no JSON chunk first")
+    doc = json.loads(data[20 : 20 + size])
+    accessors = doc.get("accessors", [])
+    vertices = faces = 0
+    for mesh in doc.get("meshes", []):
+        for prim in mesh.get("primitives", []):
+            position = prim.get("attributes", {}).get("POSITION")
+            if position is not None:
+                vertices += int(accessors[position]["count"])
+            if prim.get("indices") is not None:
+                faces += int(accessors[prim["indices"]]["count"]) // 3
+    return vertices, faces
 
 
 def _png_size(data: bytes) -> tuple[int, int]:

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any, TypeVar
 
 from ._async import AsyncClient, AsyncRun
-from ._types import CompletionChunk, Event, GeneratedImage, Other, RunState, Take
+from ._types import CompletionChunk, Event, GeneratedImage, GeneratedMesh, Other, RunState, Take
 
 T = TypeVar("T")
 
@@ -98,3 +98,6 @@ class Client:
     def generate(self, node_or_model: str, prompt: str, *, image: bytes | None = None,
                  **params: Any) -> GeneratedImage:  # fmt: skip
         return self._call(self._async.generate(node_or_model, prompt, image=image, **params))
+
+    def mesh(self, node: str, image: bytes, **params: Any) -> GeneratedMesh:
+        return self._call(self._async.mesh(node, image, **params))

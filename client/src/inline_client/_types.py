@@ -149,3 +149,14 @@ class GeneratedImage(msgspec.Struct, frozen=True):
     height: int
     params: dict[str, Any]
     take: Take
+
+
+class GeneratedMesh(msgspec.Struct, frozen=True):
+    """A mesh take: its binary glTF bytes, vertex and face counts, and the params it was made
+    with."""
+
+    glb: bytes
+    vertices: int
+    faces: int
+    params: dict[str, Any]
+    take: Take
