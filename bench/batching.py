@@ -30,9 +30,9 @@ PROMPTS = ["a red fox in snow", "a cat", "a lighthouse at dusk, 35mm film", "a b
 
 
 def pack_python(settings) -> Path:
-    from inline_registry import load_registry
+    from inline_registry import load_registry, prepare_env
 
-    return load_registry(settings.packs_dir).packs["zimage"].env.python
+    return prepare_env(load_registry(settings.packs_dir).packs["zimage"].env).python
 
 
 def graph(i: int, seed: int) -> dict:

@@ -26,10 +26,10 @@ MODEL = "tiny-sd"
 
 
 def pack_python(settings) -> Path:
-    from inline_registry import load_registry
+    from inline_registry import load_registry, prepare_env
 
     registry = load_registry(settings.packs_dir)
-    return registry.packs["diffusers"].env.python
+    return prepare_env(registry.packs["diffusers"].env).python
 
 
 async def interleaved(settings, baseline: subprocess.Popen[str], runs: int) -> tuple[list, list]:

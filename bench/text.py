@@ -67,12 +67,12 @@ def ours(url: str, prompt: str) -> dict:
 
 
 def main() -> None:
-    from inline_registry import load_registry
+    from inline_registry import load_registry, prepare_env
 
     with tempfile.TemporaryDirectory(prefix="inline-bench-text-") as tmp:
         data = Path(tmp)
         registry = load_registry(data / "packs")
-        python = registry.packs["text"].env.python
+        python = prepare_env(registry.packs["text"].env).python
         env = {**os.environ, **QUIET}
         subprocess.run([str(python), str(ROOT / "tests/text/_tiny_text.py"), str(data / "models")],
                        check=True, env=env, capture_output=True)  # fmt: skip

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import importlib.abc
 import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -34,3 +37,15 @@ def anyio_backend() -> str:
 @pytest.fixture
 def heavy_imports() -> HeavyImportRecorder:
     return RECORDER
+
+
+def build_packs(packs_dir: Path, names: Sequence[str], extra: Sequence[Path] = ()) -> Any:
+    """The registry over ``packs_dir`` with the venvs of the packs ``names`` built (the others
+    stay lazy: a run builds what it needs, so tests build only what they use)."""
+    from inline_registry import load_registry, prepare_env
+
+    registry = load_registry(packs_dir, tuple(extra))
+    assert not registry.failed, registry.failed
+    for name in names:
+        prepare_env(registry.packs[name].env)
+    return load_registry(packs_dir, tuple(extra))

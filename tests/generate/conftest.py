@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 from inline_host import Engine, Settings
-from inline_registry import load_registry
+
+from ..conftest import build_packs
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -39,8 +40,7 @@ class TinyPipes:
 @pytest.fixture(scope="session")
 def gen_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("inline-generate-data")
-    registry = load_registry(path / "packs", (MESHPACK,))
-    assert not registry.failed, registry.failed
+    build_packs(path / "packs", ("basics", "diffusers", "mesh", "meshpack"), (MESHPACK,))
     return path
 
 

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from inline_registry import load_registry
 
+from ..conftest import build_packs
 from ._fakes import FakeUpstream
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +35,7 @@ def hosted_data(tmp_path_factory: pytest.TempPathFactory, builtin_dir: Path) -> 
     old = os.environ.get("INLINE_BUILTIN_PACKS")
     os.environ["INLINE_BUILTIN_PACKS"] = str(builtin_dir)
     try:
-        registry = load_registry(path / "packs")
+        registry = build_packs(path / "packs", ("basics", "hosted"))
     finally:
         if old is None:
             os.environ.pop("INLINE_BUILTIN_PACKS", None)

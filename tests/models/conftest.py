@@ -15,6 +15,8 @@ import pytest
 from inline_host import Engine, Settings
 from inline_registry import load_registry
 
+from ..conftest import build_packs
+
 HERE = Path(__file__).resolve().parent
 GUARD = HERE / "_netguard.py"
 
@@ -47,7 +49,7 @@ def model_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A data dir whose pack venvs are built once, with the network guard installed in the
     model packs' venvs (inactive unless INLINE_NETGUARD_LOG is set)."""
     path = tmp_path_factory.mktemp("inline-models-data")
-    registry = load_registry(path / "packs", build=True)
+    registry = build_packs(path / "packs", ("basics", "primitives", "zimage"))
     assert not registry.failed, registry.failed
     for pack in ("primitives", "zimage"):
         venv = registry.packs[pack].env.root / "venv"

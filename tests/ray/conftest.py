@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 from inline_host import Settings
-from inline_registry import load_registry
 
+from ..conftest import build_packs
 from ..models.conftest import model_data_dir, pack_python, tiny  # noqa: F401 (fixtures)
 from ._cluster import Cluster, two_nodes
 
@@ -46,8 +46,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def ray_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Pack venvs (first-party and the test packs), built once, recorded in packs.lock."""
     path = tmp_path_factory.mktemp("inline-ray-data")
-    registry = load_registry(path / "packs", TEST_PACKS)
-    assert not registry.failed, registry.failed
+    build_packs(
+        path / "packs", ("basics", "primitives", "zimage", "testpack", "otherpack"), TEST_PACKS
+    )
     return path
 
 

@@ -15,9 +15,10 @@ from typing import Any
 
 import httpx
 import pytest
-from inline_registry import load_registry
 
 from tests.api.conftest import Server, start_server
+
+from ..conftest import build_packs
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -50,8 +51,7 @@ def text_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
     names one to reuse between sessions while working on these tests)."""
     reuse = os.environ.get("INLINE_TEXT_TEST_DATA")
     path = Path(reuse) if reuse else tmp_path_factory.mktemp("text-data")
-    registry = load_registry(path / "packs")
-    assert not registry.failed, registry.failed
+    build_packs(path / "packs", ("basics", "text", "primitives", "zimage"))
     return path
 
 
