@@ -85,8 +85,8 @@ def test_models_lists_every_pack_without_building_their_venvs(client, server):
 
 # 3. assets ------------------------------------------------------------------------------------
 def test_assets_kind_comes_from_the_bytes(client):
-    r = client.post("/v1/assets", content=tiny_png(), headers={"content-type": "text/plain"})
-    assert r.status_code == 200 and r.json()["kind"] == "image"
+    r = client.post("/v1/assets", content=tiny_png(), headers={"content-type": "audio/wav"})
+    assert r.status_code == 200 and r.json()["kind"] == "image"  # the bytes say, not the type
     wav = b"RIFF\x24\x00\x00\x00WAVEfmt " + bytes(32)
     assert client.post("/v1/assets", content=wav).json()["kind"] == "audio"
     mp4 = b"\x00\x00\x00\x18ftypisom" + bytes(16)

@@ -120,10 +120,12 @@ def test_state_changing_routes_need_their_content_type(client):
         "/v1/runs", content=doc, headers={"Content-Type": "application/json; charset=utf-8"}
     )
     assert ok.status_code in (200, 201), ok.text
-    forged = client.post("/v1/assets", content=b"x", headers={"Content-Type": "text/plain"})
-    assert forged.status_code == 415
+    png = b"\x89PNG\r\n\x1a\n" + bytes(32)
+    for simple in ("text/plain", "application/x-www-form-urlencoded"):
+        forged = client.post("/v1/assets", content=png, headers={"Content-Type": simple})
+        assert forged.status_code == 415 and "--data-binary" in forged.text
     assert (
-        client.post("/v1/assets", content=b"x", headers={"Content-Type": "image/png"}).status_code
+        client.post("/v1/assets", content=png, headers={"Content-Type": "image/png"}).status_code
         == 200
     )
 

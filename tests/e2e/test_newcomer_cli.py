@@ -36,19 +36,15 @@ def test_path_refs_resolve_against_the_graph_files_folder(cli_env, tmp_path):
     assert png_size((tmp_path / "o" / "r.image.png").read_bytes()) == (32, 20)
 
 
-def test_a_missing_input_file_is_one_line_and_debug_adds_the_traceback(cli_env, tmp_path):
+def test_a_missing_input_file_is_refused_before_anything_runs(cli_env, tmp_path):
     doc = graph_file(tmp_path / "g", image_from("missing.png"), target="i")
     proc = inline(["run", str(doc), "--out", str(tmp_path / "o")], cli_env)
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # the graph names a file that is not there: invalid, not run
     missing = tmp_path / "g" / "missing.png"
-    assert proc.stderr.splitlines()[-1] == (
-        f"error: node 'i' (input/image): Input file '{missing}' does not exist or is not a file"
-    )
+    assert f"input file '{missing}' cannot be read: No such file or directory" in proc.stderr
+    assert "[node 'i'] at $.graph.nodes[0].params.asset" in proc.stderr
     assert "Traceback" not in proc.stderr
-    debug = inline(["--debug", "run", str(doc), "--out", str(tmp_path / "o")], cli_env)
-    assert debug.returncode == 1 and "Traceback (most recent call last)" in debug.stderr
-    env = {**cli_env, "INLINE_DEBUG": "1"}
-    assert "Traceback" in inline(["run", str(doc), "--out", str(tmp_path / "o")], env).stderr
+    assert not (tmp_path / "o").exists()
 
 
 def test_a_bad_asset_id_and_an_unreadable_asset_are_one_line_each(cli_env, tmp_path):
@@ -59,6 +55,10 @@ def test_a_bad_asset_id_and_an_unreadable_asset_are_one_line_each(cli_env, tmp_p
     assert proc.stderr.strip().splitlines()[-1] == (
         f"error: node 'i' (input/image): No asset '{missing}': upload it first (inline assets add)"
     )
+    doc = str(graph_file(tmp_path / "a", bad, target="i"))
+    debug = inline(["--debug", "run", doc], cli_env)  # the remote traceback, on demand
+    assert debug.returncode == 1 and "Traceback (most recent call last)" in debug.stderr
+    assert "Traceback" in inline(["run", doc], {**cli_env, "INLINE_DEBUG": "1"}).stderr
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "notes.png").write_text("just text")
     proc = inline(

@@ -16,9 +16,11 @@ import pytest
 from inline_core import OutputCache
 from inline_host import Engine, Supervisor
 from inline_registry import PackEnv, PackInfo, PackSource, merge, probe, read_cached_welcome
+from inline_registry._envs import READY
 from inline_registry._uv import uv_binary, uv_env
 from inline_sdk.protocol import TextValue
 
+from ..conftest import build_packs
 from ._graphs import n, request
 
 pytestmark = pytest.mark.anyio
@@ -41,7 +43,10 @@ def old_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PackEnv]:
         check=True,
         env=env,
     )  # fmt: skip
-    yield PackEnv(PackSource("oldpack", OLDPACK, first_party=False), "sdk-1.0.0", root)
+    env = PackEnv(PackSource("oldpack", OLDPACK, first_party=False), "sdk-1.0.0", root)
+    (root / READY).write_text(env.fingerprint)  # built: the host must use it as it is
+    assert env.ready
+    yield env
 
 
 async def test_a_pack_on_sdk_1_0_runs_unchanged(old_env: PackEnv, settings) -> None:
@@ -55,9 +60,11 @@ async def test_a_pack_on_sdk_1_0_runs_unchanged(old_env: PackEnv, settings) -> N
     welcome = await anyio.to_thread.run_sync(probe, old_env)
     assert welcome.sdk_version == "1.0.0" and welcome.capabilities == []
     info = PackInfo(old_env, welcome.pack_version, welcome.sdk_version, ("oldpack/shout",))
-    async with Engine.open(settings) as base:  # the session's packs (basics, testpack...)
-        others = [(p, read_cached_welcome(p.env)) for p in base.registry.packs.values()]
-    registry = merge([(info, welcome), *[(p, w) for p, w in others if w is not None]])
+    base = await anyio.to_thread.run_sync(
+        lambda: build_packs(settings.packs_dir, ("basics",), settings.extra_packs)
+    )
+    basics = base.packs["basics"]
+    registry = merge([(info, welcome), (basics, read_cached_welcome(basics.env))])
     doc = request(
         "s",
         n("t", "input/text", {"text": "hello"}),

@@ -15,10 +15,31 @@ from inline_primitives import LoraItem, LoraStack, inspect_model, use_loras
 from inline_primitives._runtime import get_model
 
 
+def probe_context() -> Any:
+    """A Context for library calls outside a worker (no host: no broker, nothing reported)."""
+    import logging
+    import threading
+
+    from inline_sdk import Context
+
+    return Context(
+        node_type="probe",
+        node_id="probe",
+        models_dir=Path("."),
+        assets_dir=Path("."),
+        input_roots=[],
+        cwd=Path("."),
+        emit_progress=lambda *a: None,
+        emit_preview=lambda image: None,
+        cancel_event=threading.Event(),
+        logger=logging.getLogger("probe"),
+    )
+
+
 def main(models: Path) -> None:
     base = models / "diffusion_models" / "tiny_z_image_turbo.safetensors"
     ref = inspect_model(base, "diffusion")
-    module = get_model(ref)
+    module = get_model(ref, probe_context())
     before = {k: v.clone() for k, v in module.state_dict().items()}
     opened: list[str] = []
     real = safetensors.safe_open

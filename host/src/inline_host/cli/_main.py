@@ -120,7 +120,7 @@ async def _run(args: argparse.Namespace) -> int:
     base = graph_file.resolve().parent
     request = resolve_path_refs(request, base)
     settings = Settings.from_env()
-    if args.debug:
+    if getattr(args, "debug", False):
         settings = replace(settings, debug=True)
     if base not in settings.input_roots:
         settings = replace(settings, input_roots=(*settings.input_roots, base))

@@ -4,8 +4,10 @@
   ``INLINE_ALLOWED_HOSTS`` (``*`` allows any). This defeats DNS rebinding.
 * An ``Origin`` other than this server's own is refused with 403 (cross-site requests and
   cross-site websockets).
-* A state-changing request with a body must say what it carries: JSON everywhere, raw media on
-  ``/v1/assets`` (never the form or text types a page can send without a preflight).
+* A state-changing request with a body must say what it carries: JSON everywhere; the raw file
+  on the upload routes (``/v1/assets``, ``/v1/import/comfyui``), or one file part in
+  ``multipart/form-data`` on ``/v1/assets`` (``curl -F``, unpacked there) - never the text or
+  urlencoded types a page can send without a preflight.
 * Header bytes outside ASCII in the headers checked here answer 400, not 500.
 """
 
@@ -22,7 +24,10 @@ from litestar.types import ASGIApp, Receive, Scope, Send
 #: Content types a cross-site page may send without a CORS preflight.
 SIMPLE_TYPES = ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data")
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-RAW_UPLOADS = ("/v1/assets",)
+RAW_UPLOADS = ("/v1/assets", "/v1/import/comfyui")
+#: Simple types an upload route still takes: a file part in a form (``curl -F``), unpacked by
+#: the route; a cross-site page sending one is refused by the ``Origin`` check first.
+FORM_UPLOADS = {"/v1/assets": ("multipart/form-data",)}
 CHECKED = (b"host", b"origin", b"content-type", b"authorization")
 
 
@@ -112,10 +117,14 @@ def check_request(scope: Scope, policy: HostPolicy) -> Refusal | None:
         ctype = decoded.get(b"content-type", "")
         main = ctype.split(";", 1)[0].strip().lower()
         path: str = scope.get("path", "")
-        if path.rstrip("/") in RAW_UPLOADS:
-            if main in SIMPLE_TYPES:
+        route = path.rstrip("/")
+        if route in RAW_UPLOADS:
+            if main in SIMPLE_TYPES and main not in FORM_UPLOADS.get(route, ()):
                 return _refuse(
-                    415, "unsupported_media_type", f"Upload raw media bytes, not {main}."
+                    415,
+                    "unsupported_media_type",
+                    f"Upload the raw file with its own type, not {main}: curl --data-binary "
+                    f"@file -H 'Content-Type: application/octet-stream' {route}",
                 )
         elif not _json_type(ctype):
             got = main or "no Content-Type"

@@ -13,15 +13,19 @@ from __future__ import annotations
 import io
 from typing import Annotated, Any
 
-import numpy as np
 from inline_sdk import Context, Image, Param
 from inline_sdk.mesh import Image2Mesh, Mesh
-from PIL import Image as PILImage
-from PIL import UnidentifiedImageError
+
+# numpy and pillow are imported where they are used: the pack declares its node without them,
+# so the host can describe it before its venv is built (and build that venv on first use).
 
 
 def _grid(image: bytes, resolution: int) -> tuple[Any, Any]:
     """(brightness 0-1, RGB uint8) sampled at the (rows+1) x (cols+1) grid points."""
+    import numpy as np
+    from PIL import Image as PILImage
+    from PIL import UnidentifiedImageError
+
     try:
         img = PILImage.open(io.BytesIO(image))
         img.load()
@@ -51,6 +55,8 @@ def relief_arrays(
     base_mm: float,
 ) -> tuple[Any, Any, Any]:
     """(vertices float32 (N, 3), faces uint32 (M, 3), colours uint8 (N, 3)) of the relief."""
+    import numpy as np
+
     lum, rgb = _grid(image, resolution)
     if invert:
         lum = 1.0 - lum
