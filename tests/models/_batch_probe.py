@@ -247,8 +247,8 @@ def mode_group(root: Path, models: dict[str, Any]) -> dict[str, Any]:
         out["cancel"] = "Cancelled"
     out["same_group_after_cancel"] = den.group().proc.pid == first_pid
     # a rank dies mid-call: that call fails with the reason, the next call gets a fresh group
-    # (200 steps: the call is surely in flight when the group is killed at its first step)
-    req = requests(models, 1, steps=200)[0]
+    # (2,000 steps: the call is surely in flight when the group is killed at its first step)
+    req = requests(models, 1, steps=2000)[0]
 
     def crash(s: int, n: int, x: Any) -> None:
         if s == 1:
