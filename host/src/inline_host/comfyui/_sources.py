@@ -17,9 +17,14 @@ def mappings_of(welcomes: list[Welcome]) -> list[ComfyMapping]:
 def registry_mappings(registry: object) -> list[ComfyMapping]:
     """Mappings of the packs a loaded registry serves (their cached handshakes)."""
     from inline_registry import read_cached_welcome
+    from inline_registry._describe import read_described
 
     packs = getattr(registry, "packs", {})
-    welcomes = [w for info in packs.values() if (w := read_cached_welcome(info.env)) is not None]
+    welcomes = [  # a built pack's handshake, else the description of one not built yet
+        w
+        for info in packs.values()
+        if (w := read_cached_welcome(info.env) or read_described(info.env)) is not None
+    ]
     return mappings_of(welcomes)
 
 
@@ -27,7 +32,8 @@ def cached_mappings(packs_dir: Path) -> list[ComfyMapping]:
     """Mappings from every handshake cached under ``packs_dir`` (the newest per pack), for the
     command line, which converts without building or starting any pack."""
     newest: dict[str, tuple[int, Welcome]] = {}
-    for path in packs_dir.glob("*/*/welcome-*.json"):
+    found = [*packs_dir.glob("*/*/welcome-*.json"), *packs_dir.glob("*/described-*.json")]
+    for path in found:
         try:
             welcome = msgspec.json.decode(path.read_bytes(), type=Welcome)
             stamp = path.stat().st_mtime_ns
