@@ -48,7 +48,8 @@ def _models(models: ModelsService) -> list[ModelCard]:
         folder = catalogs.find(CATEGORY, name)
         created = int(folder.stat().st_mtime) if folder is not None else 0
         cards.append(ModelCard(id=name, created=created))
-    cards += [ModelCard(id=m.id, created=0, owned_by=m.owned_by) for m in models.hosted_text()]
+    hosted = [m for m in models.hosted_text() if m.available]  # its key is stored: usable now
+    cards += [ModelCard(id=m.id, created=0, owned_by=m.owned_by) for m in hosted]
     return cards
 
 
