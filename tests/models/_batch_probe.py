@@ -188,7 +188,9 @@ def mode_compile(models: dict[str, Any]) -> dict[str, Any]:
     fallen = LocalDenoiser(fused).denoise(requests(models, 1, steps=2, side=16)[0])
     again = LocalDenoiser(fused).denoise(requests(models, 1, steps=2, side=16)[0])
     alone = LocalDenoiser(models["diffusion"]).denoise(requests(models, 1, steps=2, side=16)[0])
-    out["fallback_diff"] = max(float((fallen - alone).abs().max()), float((again - alone).abs().max()))
+    out["fallback_diff"] = max(
+        float((fallen - alone).abs().max()), float((again - alone).abs().max())
+    )
     out["fallback_stats"] = stats.snapshot()["compile"]
     return out
 
@@ -251,8 +253,8 @@ def mode_group(root: Path, models: dict[str, Any]) -> dict[str, Any]:
     req = requests(models, 1, steps=2000)[0]
 
     def crash(s: int, n: int, x: Any) -> None:
-        if s == 1:
-            os.killpg(den._group.proc.pid, signal.SIGKILL)  # type: ignore[union-attr]
+        if s == 1:  # rank 1 dies (torchrun runs each rank in a session of its own)
+            os.kill(den._group.info["pids"][1], signal.SIGKILL)  # type: ignore[union-attr]
 
     req.on_step = crash
     try:

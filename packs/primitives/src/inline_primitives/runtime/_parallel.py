@@ -19,6 +19,7 @@ import math
 import os
 import pickle
 import secrets
+import signal
 import socket
 import subprocess
 import sys
@@ -121,7 +122,9 @@ class WorkerGroup:
 
     def died(self) -> str:
         code = self.proc.poll()
-        return f"a rank of the worker group died (torchrun exit code {code})"
+        return "a rank of the worker group died" + (
+            "" if code is None else f" (torchrun exit code {code})"
+        )
 
     def close(self, timeout: float = 30.0) -> None:
         """Ask every rank to finish, then make sure the group is gone."""
@@ -134,8 +137,10 @@ class WorkerGroup:
         self._listener.close()
 
     def kill(self) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.proc.pid, 9)
+        """torchrun and every rank (each rank runs in a session of its own)."""
+        for pid in [self.proc.pid, *getattr(self, "info", {}).get("pids", [])]:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(pid, signal.SIGKILL)
         self.proc.wait()
         self._listener.close()
 

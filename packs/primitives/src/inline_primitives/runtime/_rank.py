@@ -13,6 +13,9 @@ from typing import Any
 
 log = logging.getLogger("inline.runtime.rank")
 
+#: the exit code of a rank that lost a peer
+GROUP_BROKEN = 75
+
 
 def _split(module: Any, plan: str, rank: int, world: int) -> bool:
     """Sequence-parallel attention through xfuser (Ulysses / ring); False where xfuser cannot
@@ -41,6 +44,19 @@ def _split(module: Any, plan: str, rank: int, world: int) -> bool:
     return True
 
 
+def _collective(fn: Any, /, *args: Any, **kwargs: Any) -> None:
+    """A collective across the group; one that fails means a peer is gone, and a group missing a
+    rank can never agree again: this rank exits, so rank 0's connection ends and the pack worker
+    sees the group die (a call error would leave a broken group looking alive)."""
+    try:
+        fn(*args, **kwargs)
+    except Exception as exc:
+        log.error(
+            "a collective failed (%s: %s): the group is broken, rank exits", type(exc).__name__, exc
+        )
+        os._exit(GROUP_BROKEN)
+
+
 def main() -> int:
     import torch
     import torch.distributed as dist
@@ -63,12 +79,17 @@ def main() -> int:
     dtype = "bfloat16" if device.startswith("cuda") else "float32"
     module = load_placed(detect(path, "diffusion"), Placement(device=device, dtype=dtype))
     split = _split(module, plan, rank, world) if device.startswith("cuda") else False
+    # torchrun starts each rank in a session of its own: rank 0 hands every pid up, so the
+    # pack worker can take the whole group down
+    pids: list[Any] = [None] * world
+    dist.all_gather_object(pids, os.getpid())
     conn = None
     if rank == 0:
         host, _, port = os.environ["INLINE_GROUP_ADDRESS"].rpartition(":")
         key = bytes.fromhex(os.environ.pop("INLINE_GROUP_KEY"))
         conn = Client((host, int(port)), authkey=key)
-        send(conn, ("ready", {"split": split, "backend": dist.get_backend(), "world": world}))
+        info = {"split": split, "backend": dist.get_backend(), "world": world, "pids": pids}
+        send(conn, ("ready", info))
     while True:
         box: list[Any] = [None]
         if conn is not None:
@@ -76,7 +97,7 @@ def main() -> int:
                 box[0] = recv(conn)
             except (EOFError, OSError):  # the pack worker went away: the group goes too
                 box[0] = ("shutdown",)
-        dist.broadcast_object_list(box, src=0)
+        _collective(dist.broadcast_object_list, box, src=0)
         msg = box[0]
         if msg[0] == "shutdown":
             break
@@ -91,7 +112,7 @@ def main() -> int:
                 while conn.poll(0):
                     stop = stop or recv(conn)[0] == "cancel"
                 flag.fill_(1.0 if stop else 0.0)
-            dist.broadcast(flag, src=0)
+            _collective(dist.broadcast, flag, src=0)
             if flag.item() > 0:
                 raise KeyboardInterrupt  # every rank stops at the same step
             if conn is not None:
@@ -116,9 +137,9 @@ def main() -> int:
             continue
         out = out.float().cpu()
         ref = out.clone()
-        dist.broadcast(ref, src=0)
+        _collective(dist.broadcast, ref, src=0)
         diff = torch.tensor([(out - ref).abs().max().item()])
-        dist.all_reduce(diff, op=dist.ReduceOp.MAX)
+        _collective(dist.all_reduce, diff, op=dist.ReduceOp.MAX)
         if conn is not None:
             send(conn, ("done", out, float(diff.item()) == 0.0))
     dist.destroy_process_group()
