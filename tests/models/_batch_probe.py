@@ -11,7 +11,6 @@ gloo group: start, call, progress, cancel, rank crash, shutdown).
 from __future__ import annotations
 
 import json
-import logging
 import os
 import signal
 import sys
@@ -19,24 +18,9 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from _probe_ctx import probe_context
+
 PROMPTS = ["a red fox in snow", "a cat", "a lighthouse at dusk, 35mm film", "a bowl of fruit"]
-
-
-def context() -> Any:
-    from inline_sdk import Context
-
-    return Context(
-        node_type="probe",
-        node_id="probe",
-        models_dir=Path("."),
-        assets_dir=Path("."),
-        input_roots=[],
-        cwd=Path("."),
-        emit_progress=lambda *a: None,
-        emit_preview=lambda image: None,
-        cancel_event=threading.Event(),
-        logger=logging.getLogger("probe"),
-    )
 
 
 def load(root: Path, ctx: Any) -> dict[str, Any]:
@@ -280,7 +264,7 @@ def main() -> None:
     import torch
 
     torch.manual_seed(0)
-    ctx = context()
+    ctx = probe_context()
     models = load(root, ctx)
     runs = {
         "batch": lambda: mode_batch(models),

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 from inline_host import Engine, Settings
-from inline_registry import load_registry
 
 from ..conftest import build_packs
 

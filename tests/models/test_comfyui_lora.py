@@ -187,7 +187,6 @@ async def test_the_imported_example_renders_as_the_hand_written_graph(engine: En
         raise AssertionError(exc) from None
 
 
-@pytest.mark.xfail(strict=False, reason="merge follow-up (stop 18 note)")
 def test_loading_a_lora_never_rereads_the_base_and_removing_it_restores_it(
     tiny: Tiny, models: Path
 ):
