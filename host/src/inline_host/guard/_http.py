@@ -28,6 +28,8 @@ RAW_UPLOADS = ("/v1/assets", "/v1/import/comfyui")
 #: Simple types an upload route still takes: a file part in a form (``curl -F``), unpacked by
 #: the route; a cross-site page sending one is refused by the ``Origin`` check first.
 FORM_UPLOADS = {"/v1/assets": ("multipart/form-data",)}
+#: Routes answering errors in OpenAI's shape (``type`` and ``param`` too).
+OPENAI_PREFIX = "/openai/"
 CHECKED = (b"host", b"origin", b"content-type", b"authorization")
 
 
@@ -74,8 +76,11 @@ class HostPolicy:
 Refusal = tuple[int, list[tuple[bytes, bytes]], bytes]
 
 
-def _refuse(status: int, code: str, message: str) -> Refusal:
-    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+def _refuse(path: str, status: int, code: str, message: str) -> Refusal:
+    error: dict[str, Any] = {"code": code, "message": message}
+    if path.startswith(OPENAI_PREFIX):  # what OpenAI's clients parse
+        error |= {"type": "invalid_request_error", "param": None}
+    body = json.dumps({"error": error}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     return status, headers, body
 
@@ -89,6 +94,7 @@ def _json_type(ctype: str) -> bool:
 
 def check_request(scope: Scope, policy: HostPolicy) -> Refusal | None:
     """Why this request is refused (status, headers, body), or None to let it through."""
+    path: str = scope.get("path", "")
     headers: dict[bytes, bytes] = {}
     for k, v in scope.get("headers", []):
         key = k.lower()
@@ -100,27 +106,30 @@ def check_request(scope: Scope, policy: HostPolicy) -> Refusal | None:
             decoded[key] = value.decode("ascii")
         except UnicodeDecodeError:
             name = key.decode()
-            return _refuse(400, "bad_request", f"The {name} header must be ASCII.")
+            return _refuse(path, 400, "bad_request", f"The {name} header must be ASCII.")
     host_header = decoded.get(b"host")
     if host_header is not None:
         host = split_host(host_header)
         if not policy.allows(host):
             return _refuse(
+                path,
                 403,
                 "forbidden",
                 f"Host '{host}' does not name this server; add it to INLINE_ALLOWED_HOSTS.",
             )
     origin = decoded.get(b"origin")
     if origin is not None and not _same_origin(origin, host_header):
-        return _refuse(403, "forbidden", f"Cross-origin requests are refused (Origin {origin}).")
+        return _refuse(
+            path, 403, "forbidden", f"Cross-origin requests are refused (Origin {origin})."
+        )
     if scope["type"] == "http" and scope.get("method") in STATE_CHANGING and _has_body(scope):
         ctype = decoded.get(b"content-type", "")
         main = ctype.split(";", 1)[0].strip().lower()
-        path: str = scope.get("path", "")
         route = path.rstrip("/")
         if route in RAW_UPLOADS:
             if main in SIMPLE_TYPES and main not in FORM_UPLOADS.get(route, ()):
                 return _refuse(
+                    path,
                     415,
                     "unsupported_media_type",
                     f"Upload the raw file with its own type, not {main}: curl --data-binary "
@@ -129,6 +138,7 @@ def check_request(scope: Scope, policy: HostPolicy) -> Refusal | None:
         elif not _json_type(ctype):
             got = main or "no Content-Type"
             return _refuse(
+                path,
                 415,
                 "unsupported_media_type",
                 f"This route takes JSON (Content-Type: application/json), not {got}.",
