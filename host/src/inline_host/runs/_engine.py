@@ -75,7 +75,9 @@ class PackExecutor:
         def on_event(event: Any) -> None:
             report.progress(node.id, event)
 
-        async with self.slots.hold(node.type, node.descriptor.concurrency, order):
+        info = self.supervisor.registry.packs.get(node.pack)
+        version = info.version if info is not None else ""
+        async with self.slots.hold(node.type, node.descriptor.concurrency, order, version):
             if on_start is not None:
                 on_start()
             return await self.supervisor.call(

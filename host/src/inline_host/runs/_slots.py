@@ -3,6 +3,9 @@
 A node declares ``concurrency`` (default 1). Calls beyond it wait, and a freed slot goes to the
 waiting call of the earliest run (then first come, first served), so a run submitted first is
 never overtaken on a busy node by one submitted after it.
+
+Slots belong to one installed version of the node: after an upgrade, calls still finishing on
+the old version's worker do not hold back the first calls of the new one.
 """
 
 from __future__ import annotations
@@ -26,15 +29,19 @@ class NodeSlots:
     """Per node type, a counted slot whose waiters are served earliest run first."""
 
     def __init__(self) -> None:
-        self._slots: dict[str, _Slot] = {}
+        self._slots: dict[tuple[str, str], _Slot] = {}
         self._arrivals = itertools.count()
 
     @asynccontextmanager
-    async def hold(self, node_type: str, capacity: int, order: int) -> AsyncIterator[None]:
-        """Hold one of ``node_type``'s ``capacity`` slots; ``order`` ranks the waiting run."""
-        slot = self._slots.get(node_type)
+    async def hold(
+        self, node_type: str, capacity: int, order: int, version: str = ""
+    ) -> AsyncIterator[None]:
+        """Hold one of ``node_type``'s ``capacity`` slots (of its pack's ``version``);
+        ``order`` ranks the waiting run."""
+        key = (node_type, version)
+        slot = self._slots.get(key)
         if slot is None:
-            slot = self._slots[node_type] = _Slot(capacity)
+            slot = self._slots[key] = _Slot(capacity)
         slot.capacity = max(1, capacity)
         if slot.busy < slot.capacity and not slot.waiting:
             slot.busy += 1
@@ -64,4 +71,8 @@ class NodeSlots:
 
     def waiting(self) -> dict[str, int]:
         """How many calls wait per node type (for health)."""
-        return {t: len(s.waiting) for t, s in self._slots.items() if s.waiting}
+        counts: dict[str, int] = {}
+        for (node_type, _), slot in self._slots.items():
+            if slot.waiting:
+                counts[node_type] = counts.get(node_type, 0) + len(slot.waiting)
+        return counts
