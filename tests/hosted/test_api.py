@@ -13,7 +13,7 @@ import pytest
 from ..api._helpers import body, node, run_to_end
 from ..api.conftest import Server, start_server
 from ..e2e.conftest import inline_exe
-from ._fakes import FakeUpstream
+from ._fakes import ANTHROPIC_TEXT, ANTHROPIC_THINKING, GEMINI_TEXT, FakeUpstream
 from .conftest import PNG
 
 ANTHROPIC_KEY = "sk-ant-never-shown-4b1d"
@@ -68,6 +68,70 @@ def test_secrets_cli_lists_names_and_writes_0600(hosted_data: Path, server: Serv
     bad = subprocess.run([inline_exe(), "secrets", "set", "bad name"], env=env, input="v",
                          capture_output=True, text=True, timeout=60)  # fmt: skip
     assert bad.returncode == 1 and "is not a secret name" in bad.stderr
+
+
+def test_hosted_models_answer_openai_clients_and_the_typed_client(
+    server: Server, fake: FakeUpstream
+):
+    """``/openai/v1`` lists the hosted models whose key is stored and runs them on the hosted
+    nodes: streamed text, thinking and tool calls in OpenAI's shape, from the real upstream
+    wire formats (the fakes), through the official OpenAI SDK and our own client."""
+    import json
+
+    import openai
+    from inline_client import Client
+
+    api = openai.OpenAI(base_url=server.url + "/openai/v1", api_key="unused", max_retries=0)
+    listed = {m.id: m.owned_by for m in api.models.list()}
+    assert listed["anthropic/claude-sonnet-4-5"] == "anthropic"
+    assert listed["google/gemini-2.5-flash"] == "google"
+    weather = [{"type": "function", "function": {
+        "name": "get_weather", "description": "The weather in a city",
+        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]  # fmt: skip
+    ask = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Weather?"}]
+
+    done = api.chat.completions.create(model="anthropic/claude-sonnet-4-5", messages=ask,
+                                       tools=weather, max_tokens=64)  # fmt: skip
+    (choice,) = done.choices
+    assert choice.message.content == "".join(ANTHROPIC_TEXT)
+    assert choice.finish_reason == "tool_calls"
+    (call,) = choice.message.tool_calls or []
+    assert call.function.name == "get_weather"
+    assert json.loads(call.function.arguments) == {"city": "Paris", "unit": "C"}
+    assert done.model == "anthropic/claude-sonnet-4-5"
+    sent = fake.requests[-1]
+    assert sent["path"].startswith("/v1/messages")
+    assert sent["body"]["model"] == "claude-sonnet-4-5" and sent["body"]["max_tokens"] == 64
+    assert sent["body"]["system"] == "Be brief."
+    assert sent["body"]["tools"][0]["name"] == "get_weather"
+
+    stream = api.chat.completions.create(model="google/gemini-2.5-flash", messages=ask,
+                                         tools=weather, stream=True)  # fmt: skip
+    pieces, calls, finish = [], [], None
+    for chunk in stream:
+        for c in chunk.choices:
+            if c.delta.content:
+                pieces.append(c.delta.content)
+            calls += c.delta.tool_calls or []
+            finish = c.finish_reason or finish
+    assert "".join(pieces) == "".join(GEMINI_TEXT) and len(pieces) >= 2  # streamed, in pieces
+    assert [c.function.name for c in calls if c.function and c.function.name] == ["get_weather"]
+    assert finish == "tool_calls"
+    assert fake.requests[-1]["path"].endswith(
+        "/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+    )
+
+    with Client(server.url) as inline:
+        chunks = list(inline.complete("anthropic/claude-haiku-4-5", ask, max_new_tokens=32))
+    assert "".join(c.content for c in chunks) == "".join(ANTHROPIC_TEXT)
+    assert "".join(c.thinking for c in chunks) == "".join(ANTHROPIC_THINKING)
+    assert chunks[-1].finish_reason == "tool_calls"
+    assert [t.name for c in chunks for t in c.tool_calls] == ["get_weather"]
+    assert fake.requests[-1]["body"]["model"] == "claude-haiku-4-5"
+
+    with pytest.raises(openai.NotFoundError) as unknown:  # a provider we do not run
+        api.chat.completions.create(model="mistral/large", messages=ask)
+    assert unknown.value.code == "model_not_found"
 
 
 def test_hosted_runs_take_their_secret_and_never_show_it(
