@@ -18,26 +18,19 @@ import contextlib
 import datetime
 import os
 import shutil
-import tomllib
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
 
 import msgspec
-from packaging.utils import canonicalize_name, parse_wheel_filename
 from packaging.version import Version
 
-from ._describe import describe_unbuilt
 from ._envs import (
-    READY,
     PackEnv,
     PackSource,
     build_venv,
     constraints_file,
     file_lock,
-    fingerprint,
     resolve,
     sdk_fingerprint,
     sdk_project_dir,
@@ -47,7 +40,6 @@ from ._errors import (
     PackInvalid,
     PackNotInstalled,
     RequirementsRefused,
-    ScanRefused,
     SourceUnavailable,
 )
 from ._handshake import probe, read_cached_welcome
@@ -65,7 +57,6 @@ from ._lock import (
 from ._manifest import Manifest, read_manifest
 from ._registry import pack_sources
 from ._rules import (
-    RESERVED_NAMES,
     check_node_ids,
     check_pack_name,
     check_platform,
@@ -75,9 +66,8 @@ from ._rules import (
     platform_pins,
     sdk_gate,
 )
-from ._scan import CONSENT, CRITICAL, ScanReport, scan_tree
+from ._scan import ScanReport, scan_tree
 from ._sources import (
-    SEMVER_TAG,
     Fetched,
     SourceSpec,
     fetch,
@@ -86,41 +76,24 @@ from ._sources import (
     parse_source,
     resolve_ref,
 )
+from ._steps import (
+    INSTALL_PHASES,
+    InstallResult,
+    ProgressFn,
+    Step,
+    check_resolved,
+    follow_of,
+    names_dist,
+    project_pack_name,
+    reserved_names,
+    scan_source,
+    sibling_wheel,
+    source_types,
+    write_version_files,
+)
 from ._upkeep import PackRow, SyncResult, ensure_version, list_packs, prune, sync_packs
 from ._uv import build_wheel
 from ._wheel import pack_name, read_wheel_meta
-
-INSTALL_PHASES: Final = (
-    "fetch", "validate", "scan", "build", "resolve", "install", "handshake", "activate",
-)  # fmt: skip
-KEEP_VERSIONS: Final = 2  # the active one and the one a rollback returns to
-
-
-@dataclass(frozen=True, slots=True)
-class Step:
-    """A progress event: the phase (``fetch``, ``scan``...), its place, and what happens."""
-
-    phase: str
-    message: str
-    index: int = 0
-    total: int = 0
-
-
-ProgressFn = Callable[[Step], None]
-
-
-@dataclass(frozen=True, slots=True)
-class InstallResult:
-    """What an install, upgrade or rollback did."""
-
-    name: str
-    version: str
-    dir: str
-    node_types: tuple[str, ...]
-    scan: ScanReport | None
-    previous: str | None = None
-    changed: bool = True
-    sdk_version: str = ""
 
 
 class PackManager:
@@ -219,7 +192,7 @@ class PackManager:
 
     def _upgrade_spec(self, record: SourceRecord, to: str | None) -> SourceSpec:
         if record.kind == "git":
-            ref = to if to is not None else _follow(record.ref)
+            ref = to if to is not None else follow_of(record.ref)
             if to is not None:
                 ref = self._git_tag_for(record.location, to)
             return SourceSpec("git", record.location, ref=ref)
@@ -227,7 +200,7 @@ class PackManager:
             dist = record.location.split("==", 1)[0]
             return SourceSpec("index", dist, version=to)
         if record.kind == "wheel":
-            return SourceSpec("wheel", str(_sibling_wheel(Path(record.location), to)))
+            return SourceSpec("wheel", str(sibling_wheel(Path(record.location), to)))
         return SourceSpec("folder", record.location)
 
     def _git_tag_for(self, url: str, to: str) -> str:
@@ -277,27 +250,15 @@ class PackManager:
         if fetched.wheel is not None:
             label = pack_name(read_wheel_meta(fetched.wheel), str(fetched.wheel))
         else:
-            label = _project_pack_name(tree) or expect or Path(fetched.record.location).name
+            label = project_pack_name(tree) or expect or Path(fetched.record.location).name
         if label != expect:
-            check_pack_name(label, self._reserved_names())
+            check_pack_name(label, reserved_names(self.extra, self.packs_dir))
         manifest = read_manifest(tree) if (tree / "pyproject.toml").is_file() else Manifest()
         extra_lines = extra_requirements(tree)
         check_requirement_lines(label, tree, [], allow_local=allow_local)
 
         self._step("scan", "reading the source (nothing is run)")
-        report = scan_tree(tree)
-        broken = [f for f in report.findings if f.rule == "unparseable-source" and f.line]
-        if broken and "unparseable-source" not in allow:
-            # a syntax error is the author's to fix, not a risk to consent to
-            where = "; ".join(f"fix {f.path}:{f.line}: {f.detail}" for f in broken)
-            raise PackInvalid(label, f"its source does not parse ({where})")
-        blocked = report.rules(CRITICAL)
-        missing = report.missing_consents(allow)
-        if blocked or missing:
-            raise ScanRefused(label, report, blocked, missing)
-        report = msgspec.structs.replace(
-            report, consents=tuple(sorted(allow & set(report.rules(CONSENT))))
-        )
+        report = scan_source(label, tree, allow)
         self._step("scan", report.render().splitlines()[0].removeprefix("scan: "))
 
         if fetched.wheel is None:
@@ -313,7 +274,7 @@ class PackManager:
             raise SourceUnavailable(
                 fetched.record.location, f"it holds version {meta.version}, not {want_version}"
             )
-        check_pack_name(name, self._reserved_names())
+        check_pack_name(name, reserved_names(self.extra, self.packs_dir))
         self._check_name_free(name)
         requires = list(meta.requires)
         problems = [] if allow_local else [
@@ -327,13 +288,10 @@ class PackManager:
 
         self._step("resolve", f"{name} {meta.version} against the platform constraints")
         deps, local = resolve(name, [str(wheel), *extra_lines], staging, base=tree)
-        local = [line for line in local if wheel.name not in line and not _names(line, meta.dist)]
-        for dist in deps:
-            pin = pins.get(dist.name)
-            if pin is not None and not pin.contains(dist.version, prereleases=True):
-                raise RequirementsRefused(
-                    name, [f"it resolves {dist.name}=={dist.version}; the platform pins {pin}"]
-                )
+        local = [
+            line for line in local if wheel.name not in line and not names_dist(line, meta.dist)
+        ]
+        check_resolved(name, deps, pins)
         wheel_sha = file_sha256(wheel)
         env_h = env_hash(
             dependencies=deps, local=local, wheel_sha256=wheel_sha, sdk_hash=sdk_fingerprint()
@@ -391,13 +349,7 @@ class PackManager:
 
         self._step("activate", f"{name} {meta.version}")
         if not reuse.ready:
-            for item, data in (
-                ("receipt.json", msgspec.json.format(msgspec.json.encode(record), indent=2)),
-                ("scan.json", msgspec.json.format(msgspec.json.encode(report), indent=2)),
-                ("manifest.json", msgspec.json.encode(manifest)),
-            ):
-                (staging / item).write_bytes(data)
-            (staging / READY).write_text(env_h)
+            write_version_files(staging, record, report, manifest)
             shutil.rmtree(final, ignore_errors=True)
             final.parent.mkdir(parents=True, exist_ok=True)
             os.replace(staging, final)
@@ -521,15 +473,6 @@ class PackManager:
     def _first_party(self) -> list[PackSource]:
         return [s for s in pack_sources(()) if s.first_party]
 
-    def _reserved_names(self) -> set[str]:
-        names = set(RESERVED_NAMES)
-        for source in pack_sources(self.extra):
-            if source.first_party:
-                names.add(source.name)
-        for t in self._source_types(first_party_only=True):
-            names.add(t.split("/", 1)[0])
-        return names
-
     def _check_name_free(self, name: str) -> None:
         for source in pack_sources(self.extra):
             if source.name == name:
@@ -537,23 +480,9 @@ class PackManager:
                     name, f"a pack of that name is already registered from {source.path}"
                 )
 
-    def _source_types(self, *, first_party_only: bool = False) -> dict[str, str]:
-        """Node type -> pack, for first-party and linked packs (built or described)."""
-        owners: dict[str, str] = {}
-        sdk_dir = sdk_project_dir()
-        for source in pack_sources(self.extra):
-            if first_party_only and not source.first_party:
-                continue
-            fp = fingerprint(source, sdk_dir)
-            env = PackEnv(source, fp, self.packs_dir / source.name / fp)
-            welcome = read_cached_welcome(env) or describe_unbuilt(env)
-            for d in welcome.descriptors if welcome else ():
-                owners.setdefault(d.type, source.name)
-        return owners
-
     def _known_types(self, exclude: str | None) -> dict[str, str]:
         """Node type -> owning pack, from every other pack's cached handshake (no worker)."""
-        owners = self._source_types()
+        owners = source_types(self.extra, self.packs_dir)
         for name, pack in self.read_lock().packs.items():
             if name == exclude:
                 continue
@@ -561,40 +490,3 @@ class PackManager:
             for d in welcome.descriptors if welcome else ():
                 owners.setdefault(d.type, name)
         return owners
-
-
-def _follow(ref: str | None) -> str | None:
-    """What an upgrade follows: a semver tag -> the newest tag; a branch -> its new head."""
-    if ref is None or SEMVER_TAG.match(ref):
-        return "latest"
-    return ref
-
-
-def _sibling_wheel(wheel: Path, to: str | None) -> Path:
-    dist = parse_wheel_filename(wheel.name)[0]
-    found: list[tuple[Version, Path]] = []
-    for candidate in wheel.parent.glob("*.whl"):
-        try:
-            name, version, _, _ = parse_wheel_filename(candidate.name)
-        except ValueError:
-            continue
-        if name == dist and (to is None or version == Version(to)):
-            found.append((version, candidate))
-    if not found:
-        want = f"version {to} of {dist}" if to else f"a wheel of {dist}"
-        raise SourceUnavailable(str(wheel.parent), f"no {want} next to {wheel.name}")
-    return max(found)[1]
-
-
-def _project_pack_name(tree: Path) -> str | None:
-    try:
-        data = tomllib.loads((tree / "pyproject.toml").read_text())
-    except (OSError, tomllib.TOMLDecodeError):
-        return None
-    eps = data.get("project", {}).get("entry-points", {}).get("inline.packs", {})
-    return next(iter(eps)) if len(eps) == 1 else None
-
-
-def _names(line: str, dist: str) -> bool:
-    head = line.split("@", 1)[0].split("==", 1)[0].strip()
-    return bool(head) and canonicalize_name(head) == dist

@@ -14,7 +14,6 @@ import os
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,7 +42,6 @@ from inline_sdk.protocol import (
     Failed,
     FrameCodec,
     FromWorker,
-    HandleValue,
     Holding,
     InlineBytes,
     MediaValue,
@@ -52,7 +50,6 @@ from inline_sdk.protocol import (
     Progress,
     Refused,
     Release,
-    ShmRef,
     Shutdown,
     Stats,
     Stream,
@@ -69,44 +66,11 @@ from ..hub import secrets_for_call
 from ._broker import Broker
 from ._bulk import HostBulk
 from ._launchers import LaunchedWorker, LaunchFailed, WorkerLauncher
+from ._values import EventCallback, HostValue, owned_handles, worker_capabilities
 
 STDERR_LINES = 40
 #: What this host understands; ``shared-memory`` only where the launcher provides it.
 HOST_CAPABILITIES = (CAP_STREAM, CAP_BROKER, CAP_CHUNKS, CAP_STATS)
-
-
-@dataclass(frozen=True, slots=True)
-class HostValue:
-    """A value as the host holds it: the wire value and the worker generation that made it.
-
-    ``pack`` is ``"host"`` for values the host itself holds (takes read back, chunked bytes).
-    """
-
-    value: Value
-    pack: str
-    generation: int
-
-    @property
-    def portable(self) -> bool:
-        """Whether any worker can use it (not tied to one worker's handle table)."""
-        return not isinstance(self.value, HandleValue)
-
-
-CallEvent = Progress | Preview | Stream
-EventCallback = Callable[[CallEvent], None]
-
-
-def worker_capabilities(welcome: Welcome) -> frozenset[str]:
-    """What a worker understands. SDKs before 1.4 announce nothing: they share memory, and
-    since 1.3 they take part in the memory broker."""
-    if welcome.capabilities:
-        return frozenset(welcome.capabilities)
-    major, _, rest = welcome.sdk_version.partition(".")
-    try:
-        brokers = (int(major), int(rest.partition(".")[0])) >= (1, 3)
-    except ValueError:
-        brokers = False
-    return frozenset({CAP_SHARED_MEMORY} | ({CAP_BROKER} if brokers else set()))
 
 
 class WorkerProcess:
@@ -511,14 +475,3 @@ class WorkerProcess:
                         await self.release(owned_handles(msg.outputs.values()))
                     return True
         return False
-
-
-def owned_handles(values: Any) -> list[int]:
-    """The worker-table ids behind wire values (engine handles, shared-memory regions)."""
-    ids: list[int] = []
-    for v in values:
-        if isinstance(v, HandleValue):
-            ids.append(v.id)
-        elif isinstance(v, MediaValue) and isinstance(v.data, ShmRef) and v.region is not None:
-            ids.append(v.region)
-    return ids

@@ -25,8 +25,9 @@ from ..models._fit import budget_of
 from ._broker import Broker
 from ._bulk import HostBulk
 from ._launchers import LocalLauncher, WorkerLauncher, launcher_named
-from ._process import EventCallback, HostValue, WorkerProcess, owned_handles
+from ._process import WorkerProcess
 from ._ray_placement import ray_launcher
+from ._values import EventCallback, HostValue, owned_handles
 
 log = logging.getLogger("inline.workers")
 
