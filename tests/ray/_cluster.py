@@ -60,10 +60,13 @@ def cluster_env(temp_dir: Path) -> dict[str, str]:
     return env
 
 
+COMMON = ["--num-cpus", "1", "--num-gpus", "0", "--object-store-memory", str(OBJECT_STORE),
+          "--disable-usage-stats"]  # fmt: skip
+
+
 def node_args(temp_dir: Path, *, dashboard: bool = True) -> list[list[str]]:
     """``ray start`` arguments of the head and of the node with resource ``custom``."""
-    common = ["--num-cpus", "1", "--num-gpus", "0", "--object-store-memory", str(OBJECT_STORE)]
-    common += ["--disable-usage-stats"]
+    common = COMMON
     head = [
         "--head",
         "--node-ip-address",
@@ -90,10 +93,26 @@ def node_args(temp_dir: Path, *, dashboard: bool = True) -> list[list[str]]:
 def two_nodes(temp_dir: Path, *, dashboard: bool = True) -> Iterator[Cluster]:
     """A head on 127.0.0.2 and a worker node on 127.0.0.3 with resource ``custom`` (and the
     dashboard, which serves Ray's state API, unless ``dashboard`` is false)."""
+    with _kept(temp_dir, node_args(temp_dir, dashboard=dashboard), cluster_env(temp_dir)) as c:
+        yield c
+
+
+@contextlib.contextmanager
+def one_more_node(cluster: Cluster, ip: str, resources: dict[str, float]) -> Iterator[Cluster]:
+    """A node joining ``cluster`` on ``ip`` with ``resources``, kept by a keeper of its own
+    (stopped on exit: whatever of it is still running)."""
+    args = ["--address", cluster.address, "--node-ip-address", ip]
+    args += ["--resources", json.dumps(resources), *COMMON]
+    temp_dir = cluster.temp_dir / f"node-{ip}"
+    with _kept(temp_dir, [args], cluster.env) as joined:
+        yield joined
+
+
+@contextlib.contextmanager
+def _kept(temp_dir: Path, nodes: list[list[str]], env: dict[str, str]) -> Iterator[Cluster]:
     temp_dir.mkdir(parents=True, exist_ok=True)
-    env = cluster_env(temp_dir)
     keeper = subprocess.Popen(
-        [sys.executable, str(KEEPER), json.dumps(node_args(temp_dir, dashboard=dashboard))],
+        [sys.executable, str(KEEPER), json.dumps(nodes)],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=(temp_dir / "keeper.log").open("w"),

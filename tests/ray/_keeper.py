@@ -7,6 +7,8 @@ stopping them is stopping the PIDs this run started. Usage::
 
     python _keeper.py '<json: list of ray start argument lists>'
 
+The first list starts the head (``--head``), or joins a running cluster (``--address ADDR``).
+
 It prints ``ADDRESS <head address>`` once the head is up, then ``READY`` once every node is.
 """
 
@@ -56,6 +58,13 @@ def start_nodes(ray: str, nodes: list[list[str]]) -> str:
     """Start every node; the head's address, or ``FAILED ...`` (what ``ray start`` said)."""
     address = ""
     for i, args in enumerate(nodes):
+        if "--address" in args:  # a node joining a running cluster
+            address = args[args.index("--address") + 1]
+            args = [
+                a
+                for j, a in enumerate(args)
+                if j not in (args.index("--address"), args.index("--address") + 1)
+            ]
         if address:
             args = ["--address", address, *args]
         out = subprocess.run(
@@ -68,7 +77,7 @@ def start_nodes(ray: str, nodes: list[list[str]]) -> str:
         said = out.stdout + out.stderr
         if out.returncode != 0:
             return f"FAILED node {i}: " + said[-3000:].replace("\n", "\\n")
-        if i == 0:
+        if i == 0 and "--head" in args:
             m = _ADDRESS.search(said)
             if m is None:
                 return "FAILED no head address in ray start's output"

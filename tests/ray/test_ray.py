@@ -1,7 +1,9 @@
-"""Pack workers on a real two-node Ray cluster: same bytes as local, placement, faults."""
+"""Pack workers on a real two-node Ray cluster: same bytes as local, placement, faults (an
+actor killed; a third node joined, then killed whole)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -15,11 +17,13 @@ from inline_host import CallTimedOut, Engine, PackCrashed
 from inline_sdk.protocol import TextValue
 
 from ..e2e._graphs import n, request
-from ._cluster import HEAD_IP, WORKER_IP, Cluster
+from ._cluster import HEAD_IP, WORKER_IP, Cluster, one_more_node
 from .conftest import ROOT, make_settings
 
 # the session cluster starts inside the first test (minutes on a loaded 2-core machine)
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(1800)]
+#: a node joined for the node-death test only
+DOOMED_IP = "127.0.0.4"
 
 
 class Progressed(NullListener):
@@ -227,3 +231,56 @@ async def test_two_runs_on_two_packs_run_on_two_nodes_at_once(
         assert seen["png"] == b"\x89PNG\r\n\x1a\n"
         nodes = {where(engine, p)["ray"]["nodeAddress"] for p in ("testpack", "basics")}
     assert nodes == {WORKER_IP, HEAD_IP}
+
+
+async def test_a_node_that_dies_fails_only_the_calls_it_was_running(
+    cluster: Cluster, ray_data_dir: Path, tmp_path: Path
+) -> None:
+    """Every process of one node killed at once (a machine gone): its call fails naming the
+    node and what Ray said; a worker on another node goes on."""
+    import psutil
+
+    with one_more_node(cluster, DOOMED_IP, {"doomed": 1}) as doomed:
+        settings = make_settings(
+            ray_data_dir,
+            tmp_path,
+            cluster.address,
+            INLINE_RAY_RESOURCES=f"testpack=doomed:1,basics=node:{HEAD_IP}:0.01",
+        )
+        async with Engine.open(settings) as engine:
+            assert text_of(await engine.run(echo("warm"))) == "warm"
+            assert where(engine, "testpack")["ray"]["nodeAddress"] == DOOMED_IP
+            await engine.run(basics_doc())
+            bystander = engine.supervisor.workers()["basics"]
+            listener = Progressed()
+            failure: list[BaseException] = []
+
+            async def run_wait() -> None:
+                try:
+                    wait = request("w", n("w", "testpack/wait", {"seconds": 300}))
+                    await engine.run(wait, listener)
+                except Exception as exc:
+                    failure.append(exc)
+
+            before = where(engine, "testpack")["ray"]
+            with anyio.fail_after(240):
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(run_wait)
+                    await listener.first.wait()
+                    node = psutil.Process(doomed.procs[0].pid).children(recursive=True)
+                    assert any(p.name() == "raylet" for p in node)
+                    for proc in node:  # the node's raylet, agents and workers, all at once
+                        with contextlib.suppress(psutil.NoSuchProcess):
+                            proc.kill()
+            (exc,) = failure
+            assert isinstance(exc, NodeFailed) and exc.node_id == "w"
+            crash = exc.__cause__
+            assert isinstance(crash, PackCrashed) and crash.pack == "testpack"
+            said = str(crash).partition(
+                f"ray: the actor on node {before['nodeId']} ({DOOMED_IP}) died: "
+            )
+            assert said[1] and said[2].strip(), str(crash)  # the node, and what Ray said
+            # the worker on the head goes on
+            assert engine.supervisor.workers()["basics"] is bystander and bystander.alive
+            result = await engine.run(basics_doc())
+            assert engine.read_bytes(result.outputs["image"])[:8] == b"\x89PNG\r\n\x1a\n"
