@@ -1,8 +1,12 @@
 """The baseline of ``diffusers_overhead``: the pipeline folder called directly through
-``DiffusionPipeline``, in one process (run with a pack venv's python). Warms up, prints
-``ready``, then renders one image per seed read from stdin and prints the seconds it took."""
+``DiffusionPipeline``, in one process (run with a pack venv's python).
+
+Arguments: folder, steps, size, guidance, device, dtypes (JSON: component -> torch dtype name, as
+the worker placed the pipeline), threads. Warms up, prints ``ready``, then renders one image per
+seed read from stdin and prints the seconds it took (the pipeline call and the PNG save)."""
 
 import io
+import json
 import os
 import sys
 import time
@@ -13,8 +17,14 @@ import torch
 from diffusers import DiffusionPipeline
 
 
-def main(folder: str, steps: int, size: int, guidance: float) -> None:
-    pipe = DiffusionPipeline.from_pretrained(folder, local_files_only=True)
+def main(
+    folder: str, steps: int, size: int, guidance: float, device: str, dtypes: str, threads: int
+) -> None:
+    torch.set_num_threads(threads)
+    torch_dtype = {k: getattr(torch, v) for k, v in json.loads(dtypes).items()}
+    pipe = DiffusionPipeline.from_pretrained(
+        folder, local_files_only=True, torch_dtype=torch_dtype
+    ).to(device)
     pipe.set_progress_bar_config(disable=True)
 
     def once(seed: int) -> float:
@@ -34,4 +44,5 @@ def main(folder: str, steps: int, size: int, guidance: float) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]))
+    a = sys.argv[1:]
+    main(a[0], int(a[1]), int(a[2]), float(a[3]), a[4], a[5], int(a[6]))

@@ -10,7 +10,7 @@ from typing import Any
 import anyio
 import numpy as np
 import pytest
-from inline_core import NodeFailed, NullListener
+from inline_core import GraphInvalid, NodeFailed, NullListener
 from inline_host import Engine, NodeError
 from inline_sdk.protocol import MediaValue, Preview, Progress
 from PIL import Image
@@ -156,11 +156,19 @@ async def test_a_param_the_pipeline_does_not_take_is_refused(engine: Engine):
     assert "StableDiffusionPipeline" in err.remote_message and "'strength'" in err.remote_message
 
 
-@pytest.mark.xfail(
-    reason="merge follow-up (stop 18 note)",
-    strict=False,
-)
 async def test_sizes_must_be_ones_the_pipeline_makes(engine: Engine):
+    # off the declared grid (multiples of 8, the VAE scale factor of every family): refused at
+    # submit, naming the valid neighbours
+    with pytest.raises(GraphInvalid) as invalid:
+        engine.prepare(graph({"model": "tiny-sd", "width": 500, "steps": 1}, "a fox"))
+    issues = str(invalid.value.issues)
+    assert "'width'" in issues and "496 and 504" in issues
+    # on it, a size Stable Diffusion makes (a multiple of its VAE scale factor, 8) renders...
+    value, _ = await render(
+        engine, graph({"model": "tiny-sd", "width": 72, "height": 64, "steps": 1}, "a fox")
+    )
+    assert value.params is not None and (value.params["width"], value.params["height"]) == (72, 64)
+    # ... and PixArt (VAE scale 8 x patch 2) refuses it, saying what it makes
     err = await failure(engine, graph({"model": "tiny-pixart", "width": 72, "steps": 1}, "a fox"))
     assert "width 72" in err.remote_message and "multiple of 16" in err.remote_message
     err = await failure(engine, graph({"model": "nope", "steps": 1}, "a fox"))

@@ -145,8 +145,11 @@ class Generate:
             str, Param("Model (models/diffusers/)", widget="select", options_from="diffusers")
         ] = "",
         negative_prompt: Annotated[str, Param("Negative prompt", widget="textarea")] = "",
-        width: Annotated[int, Param("Width (0 = the model's)", min=0, max=8192, step=16)] = 0,
-        height: Annotated[int, Param("Height (0 = the model's)", min=0, max=8192, step=16)] = 0,
+        # step 8: the VAE scale factor of every diffusers family, so no size a pipeline makes is
+        # refused up front; the node then checks the exact multiple of the pipeline picked (its
+        # VAE scale factor times its patch size: 8 for Stable Diffusion, 16 for PixArt or Flux)
+        width: Annotated[int, Param("Width (0 = the model's)", min=0, max=8192, step=8)] = 0,
+        height: Annotated[int, Param("Height (0 = the model's)", min=0, max=8192, step=8)] = 0,
         steps: Annotated[int, Param("Steps (0 = the model's)", min=0, max=1000, step=1)] = 0,
         guidance: Annotated[
             float, Param("Guidance (-1 = the model's)", min=-1.0, max=100.0, step=0.5)

@@ -97,13 +97,13 @@ class Relief(Image2Mesh, type="mesh/relief", title="Relief (heightfield)", icon=
         ctx: Context,
         image: Image,
         *,
-        depth_mm: Annotated[float, Param("Relief depth (mm)", min=0.0, max=200.0, step=0.5)] = 3.0,
+        depth_mm: Annotated[float, Param("Relief depth (mm)", min=0.0, max=200.0, step=0.1)] = 3.0,
         width_mm: Annotated[float, Param("Width (mm)", min=1.0, max=2000.0, step=1.0)] = 100.0,
         resolution: Annotated[
             int, Param("Resolution (cells across)", min=2, max=1024, step=1)
         ] = 200,
         invert: Annotated[bool, Param("Invert (dark is high, a lithophane)")] = False,
-        base_mm: Annotated[float, Param("Base (mm)", min=0.1, max=200.0, step=0.5)] = 1.0,
+        base_mm: Annotated[float, Param("Base (mm)", min=0.1, max=200.0, step=0.1)] = 1.0,
     ) -> Mesh:
         ctx.progress(0, 2, phase="mesh", status="Sampling the image…")
         vertices, faces, colors = relief_arrays(
