@@ -1,9 +1,9 @@
 """The model card (``inline.json``) and the seed's sizing rules (no torch here).
 
 A model folder ``models/llm/<name>/`` may carry ``inline.json``: ``{"max_total_tokens": 4096,
-"compile": false}``. The KV cache is static and sized once per model: ``max_total_tokens``, never
-past the model's ``max_position_embeddings``. A reply takes at most half of it; a prompt that does
-not fit in the rest is cut, keeping its end. Rewrites pad their input to a bucket so that a
+"compile": false}``. The KV cache is sized once per model: ``max_total_tokens``, never past the
+model's ``max_position_embeddings`` (static when ``generate`` compiles, see ``_generate``). A
+reply takes at most half of it; a prompt that does not fit in the rest is cut, keeping its end. Rewrites pad their input to a bucket so that a
 compiled decoder captures once per bucket.
 """
 
@@ -51,7 +51,7 @@ def read_card(folder: Path) -> ModelCard:
 
 @dataclass(frozen=True, slots=True)
 class Budget:
-    """How one completion fits the static cache."""
+    """How one completion fits the cache."""
 
     total: int  # the cache's length
     reply: int  # tokens the reply may take
@@ -60,7 +60,7 @@ class Budget:
 
 
 def cache_length(card: ModelCard, max_positions: int | None) -> int:
-    """The static cache's length: the card's, never past the model's positions."""
+    """The cache's length: the card's, never past the model's positions."""
     if max_positions is None or max_positions <= 0:
         return card.max_total_tokens
     return min(card.max_total_tokens, max_positions)
