@@ -6,8 +6,15 @@ warm, median of RUNS replies each, alternately (a new prompt
 each time, so the output cache never answers). Ours goes through the real server: an OpenAI
 streaming request to ``/openai/v1/chat/completions`` -> a durable run -> the text pack's worker ->
 ``ctx.stream`` -> delta events -> SSE chunks. The baseline is ``model.generate`` with a streamer
-in one process. Time to first token is measured from the request to the first content piece;
-throughput from the first to the last piece. Writes bench/results/text.json with
+in one process, with the node's generation settings (greedy, the same static KV cache length).
+Time to first token is measured from the request to the first content piece; throughput from
+the first to the last piece. The client is one ``httpx.Client`` made before the
+clock starts (as a real client keeps its connection pool; a new client per request spends
+30-190 ms building its TLS context, even for http, before a byte is sent). Both sides decode
+with one intra-op thread (``OMP_NUM_THREADS=1``, the worker inherits it): a decode step of the
+tiny model is far too small to split, and with two OpenMP threads per process on this shared
+2-core machine both figures swing tenfold with the neighbours' load (busy-waiting threads).
+Writes bench/results/text.json with
 ``tokens_per_s``, ``baseline_tokens_per_s``, ``ratio_vs_transformers`` (target >= 0.9),
 ``ttft_ms``, ``baseline_ttft_ms``, ``ttft_overhead_ms`` (target <= 50).
 """
@@ -28,7 +35,9 @@ from _common import ROOT, median, write_result
 
 RUNS = 9
 NEW_TOKENS = 128
-QUIET = {"TORCHAO_FORCE_SKIP_LOADING_SO_FILES": "1", "HF_HUB_OFFLINE": "1"}
+THREADS = 1  # intra-op threads, the same on both sides
+QUIET = {"TORCHAO_FORCE_SKIP_LOADING_SO_FILES": "1", "HF_HUB_OFFLINE": "1",
+         "OMP_NUM_THREADS": str(THREADS)}  # fmt: skip
 
 
 def free_port() -> int:
@@ -37,7 +46,7 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def ours(url: str, prompt: str) -> dict:
+def ours(client: httpx.Client, url: str, prompt: str) -> dict:
     body = {
         "model": "qwen-tiny", "messages": [{"role": "user", "content": prompt}],
         "temperature": 0, "max_tokens": NEW_TOKENS, "stream": True,
@@ -47,7 +56,7 @@ def ours(url: str, prompt: str) -> dict:
     lines: list[str] = []
     tokens = 0
     started = time.perf_counter()
-    with httpx.stream("POST", url + "/openai/v1/chat/completions", json=body, timeout=300) as r:
+    with client.stream("POST", url + "/openai/v1/chat/completions", json=body) as r:
         r.raise_for_status()
         for line in r.iter_lines():
             lines.append(line)
@@ -98,6 +107,7 @@ def main() -> None:
         )  # fmt: skip
         assert baseline.stdin is not None and baseline.stdout is not None
         url = f"http://127.0.0.1:{port}"
+        client = httpx.Client(timeout=300)
         try:
             deadline = time.monotonic() + 300
             while True:  # polling a starting process
@@ -109,11 +119,11 @@ def main() -> None:
                 if time.monotonic() > deadline or server.poll() is not None:
                     raise SystemExit("the server did not start")
                 time.sleep(0.1)
-            json.loads(baseline.stdout.readline())
+            ready = json.loads(baseline.stdout.readline())
             ours_runs, base_runs = [], []
             for i in range(RUNS + 2):
                 prompt = f"Hello there, how are you today? {i}"
-                mine = ours(url, prompt)
+                mine = ours(client, url, prompt)
                 baseline.stdin.write(prompt + "\n")
                 baseline.stdin.flush()
                 theirs = json.loads(baseline.stdout.readline())
@@ -121,6 +131,7 @@ def main() -> None:
                     ours_runs.append(mine)
                     base_runs.append(theirs)
         finally:
+            client.close()
             server.terminate()
             server.wait(timeout=30)
             baseline.stdin.close()
@@ -140,6 +151,8 @@ def main() -> None:
             "ttft_overhead_ms": round(ttft - base_ttft, 2),
             "new_tokens": NEW_TOKENS,
             "runs": RUNS,
+            "threads": THREADS,
+            "static_cache_len": ready["cache"],
             "completion_tokens": [r["tokens"] for r in ours_runs],
         },
     )

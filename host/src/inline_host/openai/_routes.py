@@ -2,8 +2,9 @@
 
 Each chat completion is a durable run (a one-node graph with ``text/complete``), visible in
 ``/v1/runs`` with its takes. A streamed completion follows the run's events: each ``delta`` of
-the node's ``text`` (and ``thinking``) output becomes a content (reasoning) chunk; the tool calls
-and the finish reason follow once the node is done, then ``data: [DONE]``.
+the node's ``text`` (and ``thinking``) output becomes a content (reasoning) chunk (what streams
+within a few milliseconds of the last write is joined: ``_pieces``); the tool calls and the
+finish reason follow once the node is done, then ``data: [DONE]``.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from litestar.response import Stream
 from ..models._llm import CATEGORY, llm_entries
 from ..models._service import ModelsService
 from ._chat import DONE, NODE_ID, Chunks, run_request, tool_calls, usage
+from ._pieces import streamed as _streamed
 from ._schemas import (
     ChatCompletion,
     ChatRequest,
@@ -182,30 +184,32 @@ async def _stream(
 ) -> AsyncIterator[bytes]:
     yield chunks.chunk(Delta(role="assistant", content=""))
     streamed = {"text": "", "thinking": ""}
-    async for event in _follow(service, run_id):
-        if event.get("type") != "delta" or event.get("nodeId") != NODE_ID:
-            continue
-        port, piece = event.get("output"), event.get("text") or ""
-        if port == "text":
-            streamed["text"] += piece
-            yield chunks.chunk(Delta(content=piece))
-        elif port == "thinking":
-            streamed["thinking"] += piece
-            yield chunks.chunk(Delta(reasoning_content=piece))
+    async for pieces in _streamed(service, run_id, NODE_ID):
+        written: list[bytes] = []
+        for port, piece in pieces:
+            if port == "text":
+                streamed["text"] += piece
+                written.append(chunks.chunk(Delta(content=piece)))
+            elif port == "thinking":
+                streamed["thinking"] += piece
+                written.append(chunks.chunk(Delta(reasoning_content=piece)))
+        if written:
+            yield b"".join(written)  # one write
     try:
         out = _outputs(service, run_id)
     except OpenAIError as exc:
         yield b"data: " + msgspec.json.encode(exc.body()) + b"\n\n"
         yield DONE
         return
+    tail: list[bytes] = []  # the rest goes out in one write
     # a host or pack that did not stream: the rest of each output in one piece
     for port, field in (("thinking", "reasoning_content"), ("text", "content")):
         final = out.get(port, "")
         if final.startswith(streamed[port]) and len(final) > len(streamed[port]):
-            yield chunks.chunk(Delta(**{field: final[len(streamed[port]) :]}))
-    for chunk in chunks.tool_call_chunks(tool_calls(out)):
-        yield chunk
-    yield chunks.chunk(Delta(), finish=out.get("finish_reason", "stop"))
+            tail.append(chunks.chunk(Delta(**{field: final[len(streamed[port]) :]})))
+    tail += chunks.tool_call_chunks(tool_calls(out))
+    tail.append(chunks.chunk(Delta(), finish=out.get("finish_reason", "stop")))
     if include_usage:
-        yield chunks.usage_chunk(usage(out))
-    yield DONE
+        tail.append(chunks.usage_chunk(usage(out)))
+    tail.append(DONE)
+    yield b"".join(tail)

@@ -1,0 +1,67 @@
+"""A run's streamed text, gathered for server-sent events: the first piece at once, then at
+most one write per ``STREAM_INTERVAL``.
+
+A model on a small machine yields tokens every few milliseconds; sending each as its own chunk
+costs the server a write and the client a wakeup per token, both taken from the cores the
+model decodes on. So after a write, what streams within the interval is joined (per output, in
+order) and goes out in one write when the interval ends, or at once when the run ends. The first
+piece of a reply never waits, and a slow model, whose tokens come further apart than the
+interval, still streams token by token. The run's own ``delta`` events (``/v1``) are untouched.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator
+from typing import Any, Final
+
+import anyio
+import msgspec
+
+#: After a write, streamed text is gathered for at most this long (seconds) before the next.
+STREAM_INTERVAL: Final = 0.02
+
+_decode = msgspec.json.Decoder()
+
+
+def _add(pending: list[list[str]], port: str, text: str) -> None:
+    """Append ``text`` of ``port``: joined to the last piece when that is the same output."""
+    if pending and pending[-1][0] == port:
+        pending[-1][1] += text
+    else:
+        pending.append([port, text])
+
+
+async def streamed(
+    service: Any, run_id: str, node_id: str, interval: float = STREAM_INTERVAL
+) -> AsyncIterator[list[tuple[str, str]]]:
+    """Until the run ends, lists of ``(output, text)`` to write at once: the ``delta`` events of
+    ``node_id``, gathered as above (nothing when the run had already ended)."""
+    subscribed = service.subscribe(run_id)
+    if subscribed is None or subscribed[0] is None:
+        return
+    sub = subscribed[0]
+    pending: list[list[str]] = []
+    sent_at = -math.inf
+    ended = False
+    try:
+        while not ended:
+            batch: list[Any] = []
+            if pending:  # something waits for the interval's end: wait no longer than that
+                with anyio.move_on_after(sent_at + interval - anyio.current_time()):
+                    batch = await sub.next_batch()
+            else:
+                batch = await sub.next_batch()
+            for event in batch:
+                ended = ended or event.terminal
+                if event.type != "delta":
+                    continue
+                payload = _decode.decode(event.data)
+                if payload.get("nodeId") == node_id and payload.get("text"):
+                    _add(pending, str(payload.get("output")), payload["text"])
+            now = anyio.current_time()
+            if pending and (ended or now - sent_at >= interval):
+                yield [(port, text) for port, text in pending]
+                pending, sent_at = [], now
+    finally:
+        service.unsubscribe(run_id, sub)
