@@ -33,7 +33,7 @@ from pathlib import Path
 import httpx
 from _common import ROOT, median, write_result
 
-RUNS = 9
+RUNS = 21
 NEW_TOKENS = 128
 THREADS = 1  # intra-op threads, the same on both sides
 QUIET = {"TORCHAO_FORCE_SKIP_LOADING_SO_FILES": "1", "HF_HUB_OFFLINE": "1",
