@@ -84,8 +84,9 @@ def segments(prefix: str) -> set[str]:
 
 
 def kill_cycle(host: Host, client: httpx.Client, i: int) -> None:
-    """A 16 MiB output from a fresh worker, then that worker killed."""
-    state = finish(client, host.ws, one("chaos/big", {"mib": 16, "nonce": 1000 + i}))
+    """A 16 MiB output from a fresh worker, then that worker killed. The nonce is new to this
+    session's host (a nonce another test used would answer from the cache: no worker)."""
+    state = finish(client, host.ws, one("chaos/big", {"mib": 16, "nonce": time.time_ns() + i}))
     assert state["status"] == "done", state
     pid = worker(client, "chaospack")["pid"]
     os.kill(pid, signal.SIGKILL)
