@@ -66,7 +66,6 @@ COMMON = ["--num-cpus", "1", "--num-gpus", "0", "--object-store-memory", str(OBJ
 
 def node_args(temp_dir: Path, *, dashboard: bool = True) -> list[list[str]]:
     """``ray start`` arguments of the head and of the node with resource ``custom``."""
-    common = COMMON
     head = [
         "--head",
         "--node-ip-address",
@@ -83,9 +82,9 @@ def node_args(temp_dir: Path, *, dashboard: bool = True) -> list[list[str]]:
         str(_free_port(HEAD_IP)),
         "--temp-dir",
         str(temp_dir / "ray"),
-        *common,
+        *COMMON,
     ]
-    worker = ["--node-ip-address", WORKER_IP, "--resources", '{"custom": 1}', *common]
+    worker = ["--node-ip-address", WORKER_IP, "--resources", '{"custom": 1}', *COMMON]
     return [head, worker]
 
 

@@ -58,14 +58,9 @@ def start_nodes(ray: str, nodes: list[list[str]]) -> str:
     """Start every node; the head's address, or ``FAILED ...`` (what ``ray start`` said)."""
     address = ""
     for i, args in enumerate(nodes):
-        if "--address" in args:  # a node joining a running cluster
+        if "--address" in args:  # a node joining a running cluster: it names the head
             address = args[args.index("--address") + 1]
-            args = [
-                a
-                for j, a in enumerate(args)
-                if j not in (args.index("--address"), args.index("--address") + 1)
-            ]
-        if address:
+        elif address:
             args = ["--address", address, *args]
         out = subprocess.run(
             [ray, "start", *args],
