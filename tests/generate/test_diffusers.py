@@ -4,7 +4,9 @@ Diffusion: UNet + CLIP; PixArt-Alpha: transformer + T5), against diffusers' own 
 from __future__ import annotations
 
 import io
+import json
 import shutil
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -189,8 +191,10 @@ async def test_previews_and_cancel_at_a_step(engine: Engine):
         tg.start_soon(run)
         with anyio.fail_after(120):
             await events.sampling.wait()
-        while len(events.steps()) < 120 or not any(isinstance(e, Preview) for e in events.items):
-            await anyio.sleep(0.01)
+            while len(events.steps()) < 120 or not any(
+                isinstance(e, Preview) for e in events.items
+            ):
+                await anyio.sleep(0.01)
         scope.cancel()
     assert scope.cancelled_caught
     worker = engine.supervisor.workers()["diffusers"]
@@ -217,6 +221,33 @@ async def test_the_pipeline_stays_loaded_and_is_freed_on_switching(engine: Engin
     assert any(name.startswith("tiny-pixart/") for name in names)
     assert not any(name.startswith("tiny-sd/") for name in names)
     assert engine.supervisor.workers()["diffusers"].pid == pid
+
+
+def tensor_bytes(component: Path) -> int:
+    """The bytes of every tensor in a component's safetensors files, read from their headers
+    (an 8-byte little-endian length, then JSON with each tensor's data offsets)."""
+    total = 0
+    for file in component.glob("*.safetensors"):
+        with file.open("rb") as f:
+            header = json.loads(f.read(int.from_bytes(f.read(8), "little")))
+        total += sum(end - start for k, t in header.items() if k != "__metadata__"
+                     for start, end in [t["data_offsets"]])  # fmt: skip
+    return total
+
+
+async def test_the_estimate_is_each_components_weights_placed_by_the_broker(
+    engine: Engine, settings
+):
+    await render(engine, graph({"model": "tiny-sd", "steps": 1, "seed": 2}, "a"))
+    snap = engine.supervisor.broker.snapshot()
+    (held,) = [w["models"] for w in snap["workers"] if w["pack"] == "diffusers"]
+    folder = settings.models_dir / "diffusers" / "tiny-sd"
+    weighted = sorted(p.name for p in folder.iterdir() if any(p.glob("*.safetensors")))
+    assert weighted == ["text_encoder", "unet", "vae"]  # no scheduler, no tokenizer
+    assert {m["file"]: m["bytes"] for m in held} == {
+        f"tiny-sd/{name}": tensor_bytes(folder / name) for name in weighted
+    }
+    assert {m["plan"]["device"] for m in held} == {"cpu"}  # the broker's plan, applied
 
 
 async def test_compile_off_cuda_runs_eager_and_says_so(engine: Engine, settings):
