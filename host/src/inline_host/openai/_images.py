@@ -23,44 +23,13 @@ from litestar import Controller, MediaType, Request, Response, post
 
 from ..models._service import ModelsService
 from ..runs._service import RunService
+from ._schemas import OpenAIError, openai_error
 
 __all__ = ("OpenAIImagesController", "OpenAIError")
 
 DIFFUSERS_NODE: Final = "diffusers/generate"
 SIZE: Final = re.compile(r"^(\d{2,5})x(\d{2,5})$")
 MAX_IMAGES: Final = 10
-
-
-class OpenAIError(Exception):
-    """An error answered in OpenAI's shape."""
-
-    def __init__(
-        self,
-        status: int,
-        message: str,
-        *,
-        type: str = "invalid_request_error",
-        code: str | None = None,
-        param: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status, self.message, self.type, self.code, self.param = (
-            status, message, type, code, param,
-        )  # fmt: skip
-
-    def body(self) -> dict[str, Any]:
-        return {
-            "error": {
-                "message": self.message,
-                "type": self.type,
-                "param": self.param,
-                "code": self.code,
-            }
-        }
-
-
-def _answer(_: Request[Any, Any, Any], exc: OpenAIError) -> Response[Any]:
-    return Response(content=exc.body(), status_code=exc.status, media_type=MediaType.JSON)
 
 
 class ImagesRequest(msgspec.Struct, kw_only=True):
@@ -189,7 +158,7 @@ def _take(state: Any) -> Any:
 
 class OpenAIImagesController(Controller):
     path = "/openai/v1/images"
-    exception_handlers = {OpenAIError: _answer}  # noqa: RUF012 (Litestar's class attribute)
+    exception_handlers = {OpenAIError: openai_error}  # noqa: RUF012 (Litestar's class attribute)
 
     @post("/generations", status_code=200, summary="OpenAI images: each image a durable run")
     async def generations(

@@ -15,7 +15,7 @@ from typing import Any
 
 import msgspec
 from inline_core import DocumentInvalid, RequestInvalid
-from litestar import Controller, MediaType, Request, Response, get, post
+from litestar import Controller, Request, Response, get, post
 from litestar.response import Stream
 
 from ..models._llm import CATEGORY, llm_entries
@@ -31,15 +31,11 @@ from ._schemas import (
     ModelCard,
     ModelList,
     OpenAIError,
+    openai_error,
 )
 
 _decode_request = msgspec.json.Decoder(ChatRequest)
 _decode_event = msgspec.json.Decoder()
-
-
-def openai_error(_request: Request[Any, Any, Any], exc: OpenAIError) -> Response[Any]:
-    """Every error of these routes in OpenAI's shape."""
-    return Response(exc.body(), status_code=exc.status, media_type=MediaType.JSON)
 
 
 def _models(models: ModelsService) -> list[ModelCard]:

@@ -1,10 +1,12 @@
-"""OpenAI's chat-completion wire shapes (requests, responses, stream chunks, errors)."""
+"""OpenAI's chat-completion wire shapes (requests, responses, stream chunks) and the error
+every ``/openai/`` route answers in."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import msgspec
+from litestar import MediaType, Request, Response
 
 
 class FunctionSpec(msgspec.Struct, frozen=True):
@@ -154,3 +156,8 @@ class OpenAIError(Exception):
                 "param": self.param,
             }
         }
+
+
+def openai_error(_request: Request[Any, Any, Any], exc: OpenAIError) -> Response[Any]:
+    """An ``OpenAIError`` as its response (the routes' exception handler)."""
+    return Response(exc.body(), status_code=exc.status, media_type=MediaType.JSON)
