@@ -116,6 +116,14 @@ async def test_renders_as_a_plain_pipeline_call(engine: Engine, pipes: TinyPipes
     )  # fmt: skip
     # a progress event per step, whichever callback the family has
     assert [e.step for e in events.steps()] == list(range(1, c["steps"] + 1))
+    assert p["vae_tiling"] is False  # under 1024x1024
+
+
+async def test_the_vae_is_tiled_from_1024_up(engine: Engine):
+    doc = graph({"model": "tiny-sd", "steps": 1, "seed": 4, "width": 1024, "height": 1024}, "a")
+    value, data = await render(engine, doc)
+    assert value.params is not None and value.params["vae_tiling"] is True
+    assert Image.open(io.BytesIO(data)).size == (1024, 1024)
 
 
 async def test_defaults_are_the_pipelines_own(engine: Engine):
