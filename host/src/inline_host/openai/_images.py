@@ -132,15 +132,6 @@ def graphs(engine: ModelsService, req: ImagesRequest) -> list[dict[str, Any]]:
     return out
 
 
-async def _settled(service: RunService, run_id: str) -> Any:
-    run = service.runs.get(run_id)
-    if run is not None:
-        await run.settled.wait()
-    state = service.state(run_id)
-    assert state is not None
-    return state
-
-
 def _take(state: Any) -> Any:
     if state.status != "done":
         message = state.error.message if state.error is not None else state.status
@@ -177,7 +168,8 @@ class OpenAIImagesController(Controller):
         states: list[Any] = [None] * len(run_ids)
 
         async def wait(i: int) -> None:
-            states[i] = await _settled(service, run_ids[i])
+            states[i] = await service.settled(run_ids[i])
+            assert states[i] is not None  # submitted just now: stored before it ran
 
         async with anyio.create_task_group() as tg:
             for i in range(len(run_ids)):

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import msgspec
-from inline_core import DocumentInvalid, RequestInvalid
+from inline_core import DocumentInvalid
 from litestar import Controller, Request, Response, get, post
 from litestar.response import Stream
 
@@ -77,27 +77,9 @@ async def _submit(service: Any, models: ModelsService, req: ChatRequest, raw: by
     node = (hosted.node, hosted.params()) if hosted is not None else None
     try:
         run_id, _status, _created = await service.submit(run_request(req, tools, node))
-    except DocumentInvalid as exc:  # the node refused the params (the text pack is the judge)
-        raise OpenAIError(400, str(exc)) from None
-    except RequestInvalid as exc:
-        raise OpenAIError(400, str(exc)) from None
+    except DocumentInvalid as exc:  # the node refused the params (the text pack is the judge);
+        raise OpenAIError(400, str(exc)) from None  # RequestInvalid is one of these
     return run_id
-
-
-async def _follow(service: Any, run_id: str) -> AsyncIterator[dict[str, Any]]:
-    """The run's events until it ends (nothing when it had already ended)."""
-    subscribed = service.subscribe(run_id)
-    if subscribed is None or subscribed[0] is None:
-        return
-    sub = subscribed[0]
-    try:
-        while True:
-            for event in await sub.next_batch():
-                yield _decode_event.decode(event.data)
-                if event.terminal:
-                    return
-    finally:
-        service.unsubscribe(run_id, sub)
 
 
 def _outputs(service: Any, run_id: str) -> dict[str, str]:
@@ -153,8 +135,7 @@ class OpenAIController(Controller):
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Inline-Run-Id": run_id},
             )
-        async for _event in _follow(service, run_id):
-            pass
+        await service.settled(run_id)
         out = _outputs(service, run_id)
         calls = tool_calls(out)
         message = Message(

@@ -346,6 +346,13 @@ class RunService:
             run.scope.cancel()
         return "cancelled"
 
+    async def settled(self, run_id: str) -> RunState | None:
+        """The run's state once it has ended (at once if it already had; None if unknown)."""
+        run = self.runs.get(run_id)
+        if run is not None:
+            await run.settled.wait()
+        return self.state(run_id)
+
     def subscribe(self, run_id: str) -> tuple[Subscriber | None, RunState] | None:
         """A subscription (None once finished) and the snapshot, registered in that order."""
         run = self.runs.get(run_id)
