@@ -1,5 +1,6 @@
 """In a pack venv: a LoRA merges into the loaded transformer without re-reading the base file,
-the loaded model stays the same object, and removing the LoRA restores every weight exactly.
+the loaded model stays the same object, removing the LoRA restores every weight exactly and
+strength 0 leaves every weight as it was, bit for bit.
 ``_lora_probe.py MODELS_DIR``; prints JSON."""
 
 from __future__ import annotations
@@ -38,7 +39,15 @@ def main(models: Path) -> None:
     changed = sorted(k for k, v in module.state_dict().items() if not torch.equal(before[k], v))
     use_loras(module, ref.file, None)
     restored = all(torch.equal(before[k], v) for k, v in module.state_dict().items())
-    print(json.dumps({"same": same, "changed": changed, "restored": restored, "opened": opened}))
+    reads = list(opened)  # what merging and removing one LoRA read
+    zero = LoraStack(loras=[LoraItem(file=str(lora), strength=0.0, layout="kohya")])
+    use_loras(module, ref.file, zero)
+    zero_changed = sorted(
+        k for k, v in module.state_dict().items() if not torch.equal(before[k], v)
+    )
+    use_loras(module, ref.file, None)
+    out = {"same": same, "changed": changed, "restored": restored, "opened": reads}
+    print(json.dumps({**out, "zero_changed": zero_changed}))
 
 
 if __name__ == "__main__":

@@ -56,3 +56,47 @@ def max_abs_diff(a: bytes, b: bytes) -> int:
     return max(
         max(abs(x - y) for x, y in zip(r1, r2, strict=True)) for r1, r2 in zip(ra, rb, strict=True)
     )
+
+
+
+def diff_stats(a: bytes, b: bytes) -> tuple[int, int, int]:
+    """The largest per-channel difference, how many channel values differ, and how many there
+    are, between two PNGs of the same size."""
+    wa, ha, ra = read_png(a)
+    wb, hb, rb = read_png(b)
+    assert (wa, ha) == (wb, hb), ((wa, ha), (wb, hb))
+    most = differing = total = 0
+    for r1, r2 in zip(ra, rb, strict=True):
+        total += len(r1)
+        for x, y in zip(r1, r2, strict=True):
+            if x != y:
+                differing += 1
+                most = max(most, abs(x - y))
+    return most, differing, total
+
+
+#: How far two renders of one image may be apart, of 255: the suite promises the same image,
+#: not the same bits (CPU math libraries do not promise bit-exact repeats: MKL's sums, for one,
+#: depend on the threads it uses).
+SAME = 1
+
+
+def assert_same_image(a: bytes, b: bytes, what: str) -> None:
+    """Two renders show the same image (equal bytes, or pixels at most ``SAME`` apart).
+
+    Comparing the PNGs with ``==`` would make pytest diff the bytes on a failure, which once ran
+    past the suite's timeout; this says how far apart they are instead.
+    """
+    if a == b:
+        return
+    most, differing, total = diff_stats(a, b)
+    assert most <= SAME, (
+        f"{what}: {differing} of {total} values differ, by up to {most} of 255 "
+        f"(at most {SAME} allowed)"
+    )
+
+
+def assert_other_image(a: bytes, b: bytes, what: str, least: int = 16) -> None:
+    """Two renders show clearly different images (some pixel at least ``least`` apart)."""
+    most = 0 if a == b else diff_stats(a, b)[0]
+    assert most >= least, f"{what}: pixels differ by only {most} of 255 (at least {least} wanted)"

@@ -15,6 +15,7 @@ from inline_host import Engine
 from inline_host.comfyui import import_comfyui
 
 from ..e2e._graphs import n, request
+from ._png import assert_other_image, assert_same_image
 from .conftest import Tiny, install_comfy_layout
 from .test_render import PROMPT, render
 
@@ -80,12 +81,12 @@ async def test_strength_zero_is_no_lora_and_one_is_merged_by_hand(engine: Engine
         engine, graph("tiny_z_image_turbo.safetensors", ("tiny_kohya.safetensors", 1.0))
     )
     by_hand, _ = await render(engine, graph("tiny_merged_by_hand.safetensors"))
-    assert zero == base
-    assert one == by_hand
-    assert one != base
-    # removing the LoRA restores the base weights exactly (the same loaded model, not reloaded)
+    assert_same_image(zero, base, "strength 0 against no LoRA")
+    assert_same_image(one, by_hand, "strength 1 against the weights merged by hand")
+    assert_other_image(one, base, "strength 1 against no LoRA")
+    # removing the LoRA restores the base weights (the same loaded model, not reloaded)
     again, _ = await render(engine, graph())
-    assert again == base
+    assert_same_image(again, base, "the LoRA removed against no LoRA")
 
 
 async def test_peft_layout_and_stacking(engine: Engine):
@@ -104,7 +105,10 @@ async def test_peft_layout_and_stacking(engine: Engine):
     kohya, _ = await render(
         engine, graph("tiny_z_image_turbo.safetensors", ("tiny_kohya.safetensors", 1.0))
     )
-    assert len({base, peft, both, kohya}) == 4
+    named = {"none": base, "peft": peft, "both": both, "kohya": kohya}
+    for i, (a, x) in enumerate(named.items()):
+        for b, y in list(named.items())[i + 1 :]:
+            assert_other_image(x, y, f"LoRA {a} against {b}")
 
 
 async def test_a_file_matching_no_layout_is_refused_naming_its_keys(engine: Engine):
@@ -146,7 +150,7 @@ async def test_the_one_click_node_takes_the_lora_stack(engine: Engine):
           prompt=("p", "text"), lora=("k", "lora")),
     )  # fmt: skip
     click, value = await render(engine, doc)
-    assert click == prim
+    assert_same_image(click, prim, "the one-click node against the primitives")
     assert value.params["loras"][0]["strength"] == 1.0
 
 
@@ -180,7 +184,7 @@ async def test_the_imported_example_renders_as_the_hand_written_graph(engine: En
     assert imported.report.complete
     ours, _ = await render(engine, imported.document)
     hand, _ = await render(engine, hand_written_example())
-    assert ours == hand
+    assert_same_image(ours, hand, "the imported example against the hand-written graph")
     try:
         engine.prepare({"graph": imported.graph, "target": imported.target})
     except GraphInvalid as exc:  # pragma: no cover - a failure shows every problem
@@ -199,6 +203,7 @@ def test_loading_a_lora_never_rereads_the_base_and_removing_it_restores_it(
     assert proc.returncode == 0, proc.stderr[-3000:]
     probe = json.loads(proc.stdout.strip().splitlines()[-1])
     assert probe["same"] is True and probe["restored"] is True
+    assert probe["zero_changed"] == []  # strength 0: every weight the base's, bit for bit
     assert probe["opened"] == [str(models / "loras" / "tiny_kohya.safetensors")]
     # the fused qkv delta lands split on to_q/to_k/to_v, plus the other two targets
     assert "layers.0.attention.to_k.weight" in probe["changed"]
