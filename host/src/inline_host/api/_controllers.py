@@ -25,8 +25,9 @@ from litestar import (
     websocket,
 )
 from litestar.datastructures import UploadFile
+from litestar.di import NamedDependency
 from litestar.openapi.datastructures import ResponseSpec
-from litestar.params import Parameter
+from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.response import Stream
 
 from .._system import Health, SystemService
@@ -80,7 +81,7 @@ class HealthController(Controller):
     path = "/v1/health"
 
     @get(summary="Engine health, registry version and device budget")
-    async def health(self, system: SystemService) -> Health:
+    async def health(self, system: NamedDependency[SystemService]) -> Health:
         return await system.health()
 
 
@@ -96,7 +97,7 @@ class ModelsController(Controller):
         },
     )
     async def list_models(
-        self, models: ModelsService, request: Request[Any, Any, Any]
+        self, models: NamedDependency[ModelsService], request: Request[Any, Any, Any]
     ) -> Response[Any]:
         raw = request.scope.get("raw_path") or request.scope["path"].encode()
         if raw.split(b"?")[0].endswith(b"/"):
@@ -120,7 +121,9 @@ class ModelsController(Controller):
             **errors(404),
         },
     )
-    async def get_model(self, models: ModelsService, node_type: str) -> Response[Any]:
+    async def get_model(
+        self, models: NamedDependency[ModelsService], node_type: FromPath[str]
+    ) -> Response[Any]:
         await models.refresh()
         node_type = node_type.lstrip("/")
         descriptor = models.descriptor(node_type) if node_type else None
@@ -138,17 +141,21 @@ class RunsController(Controller):
         operation_class=RunRequestOperation,
         responses=submit_responses(),
     )
-    async def submit(self, service: RunService, data: dict[str, Any]) -> Response[Submitted]:
+    async def submit(
+        self, service: NamedDependency[RunService], data: JSONBody[dict[str, Any]]
+    ) -> Response[Submitted]:
         await service.refresh()
         run_id, status, created = await service.submit(data)
         return Response(Submitted(run_id, status), status_code=201 if created else 200)
 
     @get(summary="Unfinished runs in submission order")
-    async def list_runs(self, service: RunService) -> RunList:
+    async def list_runs(self, service: NamedDependency[RunService]) -> RunList:
         return RunList(runs=service.live())
 
     @get("/{run_id:str}", summary="A run's full state", responses=errors(404))
-    async def get_run(self, service: RunService, run_id: str) -> RunState:
+    async def get_run(
+        self, service: NamedDependency[RunService], run_id: FromPath[str]
+    ) -> RunState:
         state = service.state(run_id)
         if state is None:
             raise not_found(f"No run '{run_id}'.")
@@ -160,7 +167,9 @@ class RunsController(Controller):
         summary="Cancel a run (a finished run answers its own status)",
         responses=errors(404),
     )
-    async def cancel_run(self, service: RunService, run_id: str) -> Submitted:
+    async def cancel_run(
+        self, service: NamedDependency[RunService], run_id: FromPath[str]
+    ) -> Submitted:
         status = await service.cancel(run_id)
         if status is None:
             raise not_found(f"No run '{run_id}'.")
@@ -168,7 +177,9 @@ class RunsController(Controller):
 
 
 @websocket("/v1/runs/{run_id:str}/events")
-async def run_events(socket: WebSocket[Any, Any, Any], run_id: str, service: RunService) -> None:
+async def run_events(
+    socket: WebSocket[Any, Any, Any], run_id: FromPath[str], service: NamedDependency[RunService]
+) -> None:
     """``WS /v1/runs/{runId}/events``: a snapshot, then events until the terminal one."""
     found = service.subscribe(run_id)
     if found is None:
@@ -207,15 +218,15 @@ class TakesController(Controller):
     )
     async def history(
         self,
-        service: RunService,
-        node_id: Annotated[str | None, Parameter(query="nodeId")] = None,
-        run_id: Annotated[str | None, Parameter(query="runId")] = None,
-        limit: Annotated[int, Parameter(ge=1, le=1000)] = 100,
+        service: NamedDependency[RunService],
+        node_id: Annotated[str | None, QueryParameter(name="nodeId")] = None,
+        run_id: Annotated[str | None, QueryParameter(name="runId")] = None,
+        limit: Annotated[int, QueryParameter(ge=1, le=1000)] = 100,
     ) -> TakeList:
         return TakeList(takes=service.history(node_id=node_id, run_id=run_id, limit=limit))
 
     @get("/{take_id:str}", summary="A take", responses=errors(404))
-    async def get_take(self, service: RunService, take_id: str) -> Take:
+    async def get_take(self, service: NamedDependency[RunService], take_id: FromPath[str]) -> Take:
         record = service.take(take_id) if TAKE_ID.match(take_id) else None
         if record is None:
             raise not_found(f"No take '{take_id}'.")
@@ -235,7 +246,10 @@ class TakesController(Controller):
         },
     )
     async def get_bytes(
-        self, service: RunService, take_id: str, request: Request[Any, Any, Any]
+        self,
+        service: NamedDependency[RunService],
+        take_id: FromPath[str],
+        request: Request[Any, Any, Any],
     ) -> Response[Any]:
         record = service.take(take_id) if TAKE_ID.match(take_id) else None
         if record is None:
@@ -308,7 +322,9 @@ class AssetsController(Controller):
         operation_class=RawUploadOperation,
         responses=errors(400, 413, 415),
     )
-    async def upload(self, service: RunService, request: Request[Any, Any, Any]) -> AssetStored:
+    async def upload(
+        self, service: NamedDependency[RunService], request: Request[Any, Any, Any]
+    ) -> AssetStored:
         ctype = request.headers.get("content-type", "")
         if ctype.startswith("multipart/form-data"):
             data = await _one_file_part(request)
@@ -346,13 +362,13 @@ class FitController(Controller):
     )
     async def fit_models(
         self,
-        models: ModelsService,
-        model: Annotated[list[str], Parameter(query="model", min_items=1, max_items=16)],
-        vram_gb: Annotated[float | None, Parameter(query="vramGb", ge=0, le=4096)] = None,
-        ram_gb: Annotated[float | None, Parameter(query="ramGb", ge=0, le=65536)] = None,
-        gpus: Annotated[int | None, Parameter(ge=0, le=64)] = None,
-        width: Annotated[int, Parameter(ge=8, le=16384)] = 1024,
-        height: Annotated[int, Parameter(ge=8, le=16384)] = 1024,
+        models: NamedDependency[ModelsService],
+        model: Annotated[list[str], QueryParameter(name="model", min_items=1, max_items=16)],
+        vram_gb: Annotated[float | None, QueryParameter(name="vramGb", ge=0, le=4096)] = None,
+        ram_gb: Annotated[float | None, QueryParameter(name="ramGb", ge=0, le=65536)] = None,
+        gpus: Annotated[int | None, QueryParameter(ge=0, le=64)] = None,
+        width: Annotated[int, QueryParameter(ge=8, le=16384)] = 1024,
+        height: Annotated[int, QueryParameter(ge=8, le=16384)] = 1024,
     ) -> dict[str, Any]:
         try:
             return await models.fit(

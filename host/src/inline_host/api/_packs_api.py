@@ -10,7 +10,9 @@ import msgspec
 from inline_registry import PackNotInstalled, RegistryError, ScanRefused
 from litestar import Controller, Request, Response, delete, get, post
 from litestar.connection import ASGIConnection
+from litestar.di import NamedDependency
 from litestar.handlers import BaseRouteHandler
+from litestar.params import FromPath, JSONBody
 
 from ..guard import guard_operator
 from ..packs._service import PackService
@@ -85,7 +87,7 @@ class PacksController(Controller):
     exception_handlers: ClassVar = {RegistryError: handle_registry_error}
 
     @get(summary="Installed packs: name, version, SDK, node ids, venv size, state")
-    async def list_packs(self, packs: PackService) -> dict[str, Any]:
+    async def list_packs(self, packs: NamedDependency[PackService]) -> dict[str, Any]:
         return {"packs": [_jsonable(r) for r in await packs.list()]}
 
     @post(
@@ -93,7 +95,9 @@ class PacksController(Controller):
         status_code=201,
         responses=errors(404, 409, 422),
     )
-    async def install(self, packs: PackService, data: InstallBody) -> dict[str, Any]:
+    async def install(
+        self, packs: NamedDependency[PackService], data: JSONBody[InstallBody]
+    ) -> dict[str, Any]:
         result = await packs.install(
             data.source,
             ref=data.ref,
@@ -108,7 +112,9 @@ class PacksController(Controller):
         status_code=200,
         responses=errors(404, 409, 422),
     )
-    async def upgrade(self, packs: PackService, name: str, data: UpgradeBody) -> dict[str, Any]:
+    async def upgrade(
+        self, packs: NamedDependency[PackService], name: FromPath[str], data: JSONBody[UpgradeBody]
+    ) -> dict[str, Any]:
         return _jsonable(await packs.upgrade(name, to=data.to, allow=data.allow))
 
     @post(
@@ -117,13 +123,17 @@ class PacksController(Controller):
         status_code=200,
         responses=errors(404, 409, 422),
     )
-    async def rollback(self, packs: PackService, name: str) -> dict[str, Any]:
+    async def rollback(
+        self, packs: NamedDependency[PackService], name: FromPath[str]
+    ) -> dict[str, Any]:
         return _jsonable(await packs.rollback(name))
 
     @delete(
         "/{name:str}", summary="Remove a pack", status_code=200, responses=errors(404, 409, 422)
     )
-    async def remove(self, packs: PackService, name: str) -> dict[str, Any]:
+    async def remove(
+        self, packs: NamedDependency[PackService], name: FromPath[str]
+    ) -> dict[str, Any]:
         await packs.remove(name)
         return {"removed": name}
 
@@ -133,7 +143,7 @@ class PacksController(Controller):
         status_code=200,
         responses=errors(404, 409, 422),
     )
-    async def sync(self, packs: PackService) -> dict[str, Any]:
+    async def sync(self, packs: NamedDependency[PackService]) -> dict[str, Any]:
         results = await packs.sync()
         return {"packs": [_jsonable(r) for r in results]}
 
@@ -143,6 +153,8 @@ class PacksController(Controller):
         status_code=200,
         responses=errors(404, 409, 422),
     )
-    async def switch(self, packs: PackService, data: NodeSwitch) -> Response[Any]:
+    async def switch(
+        self, packs: NamedDependency[PackService], data: JSONBody[NodeSwitch]
+    ) -> Response[Any]:
         await packs.set_node_enabled(data.type, data.enabled)
         return Response({"type": data.type, "enabled": data.enabled})

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from litestar import Controller, Request, post
-from litestar.params import Parameter
+from litestar.di import NamedDependency
+from litestar.params import QueryParameter
 from litestar.status_codes import HTTP_200_OK
 
 from ..models._service import ModelsService
@@ -22,8 +23,8 @@ class ComfyImportController(Controller):
     async def import_workflow(
         self,
         request: Request[Any, Any, Any],
-        models: ModelsService,
-        one_click: bool = Parameter(query="oneClick", default=False),
+        models: NamedDependency[ModelsService],
+        one_click: Annotated[bool, QueryParameter(name="oneClick")] = False,
     ) -> dict[str, Any]:
         """The run document and report for the request body (``?oneClick=true``: the
         Z-Image one-click node when the graph has that shape)."""

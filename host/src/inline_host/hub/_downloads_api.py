@@ -12,7 +12,9 @@ import anyio
 import msgspec
 from litestar import Controller, Litestar, Request, Response, delete, get, post
 from litestar.connection import ASGIConnection
+from litestar.di import NamedDependency
 from litestar.handlers import BaseRouteHandler
+from litestar.params import FromPath, JSONBody
 
 from .._settings import Settings
 from ._downloads import DownloadRefused, DownloadService
@@ -60,22 +62,28 @@ class DownloadsController(Controller):
 
     @post(summary="Start a download: a Hub repo (hf:ORG/NAME) or a node's recommended files",
           status_code=202)  # fmt: skip
-    async def start(self, downloads: DownloadService, data: DownloadBody) -> dict[str, Any]:
+    async def start(
+        self, downloads: NamedDependency[DownloadService], data: JSONBody[DownloadBody]
+    ) -> dict[str, Any]:
         d = await downloads.start(data.source, data.node, token_secret=data.token_secret)
         return {"downloadId": d.id, **d.view()}
 
     @get(summary="Every download of this server, newest first")
-    async def list_downloads(self, downloads: DownloadService) -> dict[str, Any]:
+    async def list_downloads(self, downloads: NamedDependency[DownloadService]) -> dict[str, Any]:
         views = [d.view() for d in downloads.downloads.values()]
         return {"downloads": sorted(views, key=lambda v: -v["createdAt"])}
 
     @get("/{download_id:str}", summary="Progress: bytes done and total per file, and state")
-    async def progress(self, downloads: DownloadService, download_id: str) -> dict[str, Any]:
+    async def progress(
+        self, downloads: NamedDependency[DownloadService], download_id: FromPath[str]
+    ) -> dict[str, Any]:
         return downloads.get(download_id).view()
 
     @delete("/{download_id:str}", summary="Cancel a download (staged bytes stay, to resume)",
             status_code=200)  # fmt: skip
-    async def cancel(self, downloads: DownloadService, download_id: str) -> dict[str, Any]:
+    async def cancel(
+        self, downloads: NamedDependency[DownloadService], download_id: FromPath[str]
+    ) -> dict[str, Any]:
         return (await downloads.cancel(download_id)).view()
 
 

@@ -20,6 +20,7 @@ import anyio
 import msgspec
 from inline_core import DocumentInvalid
 from litestar import Controller, MediaType, Request, Response, post
+from litestar.di import NamedDependency
 
 from ..models._service import ModelsService
 from ..runs._service import RunService
@@ -153,7 +154,10 @@ class OpenAIImagesController(Controller):
 
     @post("/generations", status_code=200, summary="OpenAI images: each image a durable run")
     async def generations(
-        self, service: RunService, models: ModelsService, request: Request[Any, Any, Any]
+        self,
+        service: NamedDependency[RunService],
+        models: NamedDependency[ModelsService],
+        request: Request[Any, Any, Any],
     ) -> Response[Any]:
         req = parse(await request.body())
         await models.refresh()

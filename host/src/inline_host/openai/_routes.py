@@ -16,6 +16,8 @@ from typing import Any
 import msgspec
 from inline_core import DocumentInvalid
 from litestar import Controller, Request, Response, get, post
+from litestar.di import NamedDependency
+from litestar.params import FromPath
 from litestar.response import Stream
 
 from ..models._llm import CATEGORY, llm_entries
@@ -108,12 +110,14 @@ class OpenAIController(Controller):
     exception_handlers = {OpenAIError: openai_error}  # noqa: RUF012
 
     @get("/models", sync_to_thread=False)
-    def list_models(self, models: ModelsService) -> ModelList:
+    def list_models(self, models: NamedDependency[ModelsService]) -> ModelList:
         """Every causal LM folder of ``models/llm/`` and every hosted text model."""
         return ModelList(data=_models(models))
 
     @get("/models/{model_id:str}", sync_to_thread=False)
-    def get_model(self, models: ModelsService, model_id: str) -> ModelCard:
+    def get_model(
+        self, models: NamedDependency[ModelsService], model_id: FromPath[str]
+    ) -> ModelCard:
         for card in _models(models):
             if card.id == model_id:
                 return card
@@ -121,7 +125,10 @@ class OpenAIController(Controller):
 
     @post("/chat/completions", status_code=200)
     async def chat_completions(
-        self, request: Request[Any, Any, Any], service: Any, models: ModelsService
+        self,
+        request: Request[Any, Any, Any],
+        service: NamedDependency[Any],
+        models: NamedDependency[ModelsService],
     ) -> Response[Any]:
         raw = await request.body()
         req = _parse(raw, models)
