@@ -46,8 +46,17 @@ def main(models: Path) -> None:
         k for k, v in module.state_dict().items() if not torch.equal(before[k], v)
     )
     use_loras(module, ref.file, None)
-    out = {"same": same, "changed": changed, "restored": restored, "opened": reads}
-    print(json.dumps({**out, "zero_changed": zero_changed}))
+    print(
+        json.dumps(
+            {
+                "same": same,
+                "changed": changed,
+                "restored": restored,
+                "opened": reads,
+                "zero_changed": zero_changed,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from litestar.response import Stream
 
 from ..models._llm import CATEGORY, llm_entries
 from ..models._service import ModelsService
+from ..runs._service import RunService
 from ._chat import DONE, NODE_ID, Chunks, run_request, tool_calls, usage
 from ._pieces import streamed as _streamed
 from ._schemas import (
@@ -37,7 +38,7 @@ from ._schemas import (
 )
 
 _decode_request = msgspec.json.Decoder(ChatRequest)
-_decode_event = msgspec.json.Decoder()
+_decode_json = msgspec.json.Decoder()
 
 
 def _models(models: ModelsService) -> list[ModelCard]:
@@ -73,8 +74,8 @@ def _parse(raw: bytes, models: ModelsService) -> ChatRequest:
     return req
 
 
-async def _submit(service: Any, models: ModelsService, req: ChatRequest, raw: bytes) -> str:
-    tools = _decode_event.decode(raw).get("tools") if req.tools else None
+async def _submit(service: RunService, models: ModelsService, req: ChatRequest, raw: bytes) -> str:
+    tools = _decode_json.decode(raw).get("tools") if req.tools else None
     hosted = models.hosted(req.model)
     node = (hosted.node, hosted.params()) if hosted is not None else None
     try:
@@ -84,7 +85,7 @@ async def _submit(service: Any, models: ModelsService, req: ChatRequest, raw: by
     return run_id
 
 
-def _outputs(service: Any, run_id: str) -> dict[str, str]:
+def _outputs(service: RunService, run_id: str) -> dict[str, str]:
     """The target's text outputs, from the run's takes (one per output port)."""
     state = service.state(run_id)
     if state is None or state.status != "done":
@@ -127,7 +128,7 @@ class OpenAIController(Controller):
     async def chat_completions(
         self,
         request: Request[Any, Any, Any],
-        service: NamedDependency[Any],
+        service: NamedDependency[RunService],
         models: NamedDependency[ModelsService],
     ) -> Response[Any]:
         raw = await request.body()
@@ -164,7 +165,7 @@ class OpenAIController(Controller):
 
 
 async def _stream(
-    service: Any, run_id: str, chunks: Chunks, include_usage: bool
+    service: RunService, run_id: str, chunks: Chunks, include_usage: bool
 ) -> AsyncIterator[bytes]:
     yield chunks.chunk(Delta(role="assistant", content=""))
     streamed = {"text": "", "thinking": ""}
