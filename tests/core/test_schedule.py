@@ -54,6 +54,13 @@ class Recorder(NullListener):
     def node_finished(self, node: PlannedNode, outputs: dict[str, Any], cached: bool) -> None:
         self.events.append(("finished", node.id, cached))
 
+    def node_failed(self, node: PlannedNode, error: NodeFailed) -> None:
+        self.events.append(("failed", node.id, str(error)))
+
+    @property
+    def failed(self) -> dict[str, str]:
+        return {node_id: message for kind, node_id, message in self.events if kind == "failed"}
+
     def finished(self) -> dict[str, bool]:
         return {node_id: cached for kind, node_id, cached in self.events if kind == "finished"}
 
@@ -131,34 +138,106 @@ async def test_independent_nodes_run_concurrently() -> None:
     assert await execute_plan(plan_, Rendezvous(), OutputCache(), NullListener()) == {"text": "a b"}
 
 
-async def test_a_failure_names_the_node_and_cancels_the_rest() -> None:
-    cancelled = anyio.Event()
-    blocked = anyio.Event()
+async def test_a_failure_names_the_node_and_lets_calls_in_flight_end() -> None:
+    """y fails while x is running: x runs to its end (cached for the retry), nothing downstream
+    starts, and the run raises y's failure alone."""
+    x_running, y_failed = anyio.Event(), anyio.Event()
 
     class Failing(TextExecutor):
         async def execute(
             self, node: PlannedNode, inputs: dict[str, list[Any]], report: ProgressSink
         ) -> dict[str, Any]:
             if node.id == "x":
-                try:
-                    blocked.set()
-                    await anyio.Event().wait()  # never set: only cancellation ends it
-                finally:
-                    cancelled.set()
-            await blocked.wait()
+                x_running.set()
+                await y_failed.wait()
+                return await super().execute(node, inputs, report)
+            await x_running.wait()
+            y_failed.set()
             raise ValueError("model file missing")
 
-    executor, cache = Failing(), OutputCache()
+    executor, cache, listener = Failing(), OutputCache(), Recorder()
     plan_ = chain()
     with anyio.fail_after(5), pytest.raises(NodeFailed) as info:
-        await execute_plan(plan_, executor, cache, NullListener())
+        await execute_plan(plan_, executor, cache, listener)
     error = info.value
     assert (error.node_id, error.node_type) == ("y", "input/text")
     assert str(error) == "model file missing"
     assert isinstance(error.cause, ValueError) and error.__cause__ is error.cause
-    assert cancelled.is_set()
+    assert error.siblings == () and error.failures == (error,)
+    assert listener.finished() == {"x": False}  # finished, and kept for the retry
+    assert listener.failed == {"y": "model file missing"}
+    assert executor.calls == Counter({"x": 1})  # xy and top never started
     assert not any(cache.is_pinned(n.key) for n in plan_.nodes)
-    assert len(cache) == 0
+    assert plan_.node("x").key in cache and len(cache) == 1
+
+
+async def test_every_sibling_failure_is_reported_and_no_group_escapes() -> None:
+    """Three independent loaders that all fail at once (a user without weights): one
+    ``NodeFailed`` naming the first, the other two as its siblings, each heard by the
+    listener; never an exception group."""
+    arrived: list[str] = []
+    all_in = anyio.Event()
+
+    class AllFail(TextExecutor):
+        async def execute(
+            self, node: PlannedNode, inputs: dict[str, list[Any]], report: ProgressSink
+        ) -> dict[str, Any]:
+            arrived.append(node.id)
+            if len(arrived) == 3:
+                all_in.set()
+            await all_in.wait()  # all three fail in the same instant
+            raise FileNotFoundError(f"{node.id}.safetensors is missing")
+
+    plan_ = make_plan(
+        text("a", "1"),
+        text("b", "2"),
+        text("c", "3"),
+        join("ab", "a", "b"),
+        join("abc", "ab", "c"),
+        target="abc",
+    )
+    listener = Recorder()
+    with anyio.fail_after(5), pytest.raises(NodeFailed) as info:
+        await execute_plan(plan_, AllFail(), OutputCache(), listener)
+    failures = info.value.failures
+    assert sorted(f.node_id for f in failures) == ["a", "b", "c"]
+    assert all(str(f) == f"{f.node_id}.safetensors is missing" for f in failures)
+    assert info.value.siblings == failures[1:]
+    assert listener.failed == {n: f"{n}.safetensors is missing" for n in "abc"}
+    assert listener.finished() == {}
+
+
+async def test_a_listener_bug_surfaces_as_itself() -> None:
+    class Broken(NullListener):
+        def node_finished(self, node: PlannedNode, outputs: dict[str, Any], cached: bool) -> None:
+            raise KeyError("listener bug")
+
+    plan_ = make_plan(text("x", "a"), text("y", "b"), join("xy", "x", "y"), target="xy")
+    with anyio.fail_after(5), pytest.raises(KeyError, match="listener bug"):
+        await execute_plan(plan_, TextExecutor(), OutputCache(), Broken())
+
+
+async def test_cancelling_a_run_cancels_its_calls_in_flight() -> None:
+    cancelled = anyio.Event()
+    running = anyio.Event()
+
+    class Blocking(TextExecutor):
+        async def execute(
+            self, node: PlannedNode, inputs: dict[str, list[Any]], report: ProgressSink
+        ) -> dict[str, Any]:
+            try:
+                running.set()
+                await anyio.Event().wait()  # never set: only cancellation ends it
+            finally:
+                cancelled.set()
+            raise AssertionError("unreachable")
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(execute_plan, chain(), Blocking(), OutputCache(), NullListener())
+        with anyio.fail_after(5):
+            await running.wait()
+        tg.cancel_scope.cancel()
+    assert cancelled.is_set()
 
 
 async def test_kernel_errors_and_messageless_errors() -> None:

@@ -116,12 +116,20 @@ class NodeFailed(InlineCoreError):
     """Raised when a node fails during a run; the node's own exception is ``cause``.
 
     ``str()`` is the cause's message (its class name when it has none), which is what the
-    contract's run-level ``error.message`` carries.
+    contract's run-level ``error.message`` carries. When other nodes of the same run failed as
+    well (independent loaders that all miss their files), this is the first of them and
+    ``siblings`` holds the rest, in the order they failed; ``failures`` is all of them.
     """
 
     def __init__(self, node_id: str, node_type: str, cause: BaseException) -> None:
         self.node_id = node_id
         self.node_type = node_type
         self.cause = cause
+        self.siblings: tuple[NodeFailed, ...] = ()
         super().__init__(str(cause) or type(cause).__name__)
         self.__cause__ = cause
+
+    @property
+    def failures(self) -> tuple[NodeFailed, ...]:
+        """This failure and its siblings, first to last."""
+        return (self, *self.siblings)

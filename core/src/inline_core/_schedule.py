@@ -1,8 +1,9 @@
 """Running a plan: every node as soon as its upstream nodes are done, independent nodes at once.
 
 One anyio task per planned node waits for its dependencies, then takes its outputs from the
-cache or asks the ``Executor`` for them. The first failure cancels the rest of the run and
-propagates as itself (a ``NodeFailed`` naming the node), never as an exception group.
+cache or asks the ``Executor`` for them. A failure starts nothing new, lets the calls in flight
+end, and propagates as a ``NodeFailed`` naming the first failed node, with the others in its
+``siblings``: never as an exception group.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any, Protocol
 import anyio
 
 from ._cache import OutputCache
-from ._errors import InlineCoreError, NodeFailed
+from ._errors import NodeFailed
 from ._plan import Plan, PlannedNode
 
 __all__ = (
@@ -58,6 +59,10 @@ class RunListener(Protocol):
         """``node`` has its outputs, computed now or (``cached``) found in the cache."""
         ...
 
+    def node_failed(self, node: PlannedNode, error: NodeFailed) -> None:
+        """``node`` raised ``error``; the run goes on until its calls in flight end."""
+        ...
+
 
 class NullListener:
     """A ``RunListener`` that ignores everything; subclass it to hear only some events."""
@@ -71,6 +76,9 @@ class NullListener:
     def node_finished(self, node: PlannedNode, outputs: dict[str, Any], cached: bool) -> None:
         """Ignore."""
 
+    def node_failed(self, node: PlannedNode, error: NodeFailed) -> None:
+        """Ignore."""
+
 
 async def execute_plan(
     plan: Plan, executor: Executor, cache: OutputCache, listener: RunListener
@@ -80,9 +88,13 @@ async def execute_plan(
     Work is pulled from the target: a node whose key is cached is not executed, and neither is
     anything upstream of it that nothing else needs (a cached result needs no inputs). Independent
     upstream nodes run concurrently. Every computed node's outputs are stored in ``cache``; the
-    plan's keys stay pinned until the run ends. A node that raises ends the run: the other nodes
-    are cancelled and its exception propagates, wrapped in ``NodeFailed`` unless it already is an
-    ``InlineCoreError``.
+    plan's keys stay pinned until the run ends.
+
+    A node that raises fails the run, but not its siblings: nothing starts after a failure,
+    while the calls already in flight run to their end (a success is cached for the retry, a
+    failure is one more node error). The listener hears each failure as it happens
+    (``node_failed``); then the first one propagates as a ``NodeFailed`` naming its node, with
+    every other one in its ``siblings``. An exception group never escapes.
     """
     keys = [n.key for n in plan.nodes]
     for key in keys:
@@ -90,16 +102,16 @@ async def execute_plan(
     try:
         run = _Run(executor, cache, listener, plan)
         try:
-            return await run.pull(plan.target)
+            outputs = await run.pull(plan.target)
         except BaseExceptionGroup as group:
-            sole = _sole(group)
-            if sole is None:
-                raise
-            context = sole.__context__
-            try:
-                raise sole  # the group is an artefact of the task groups: keep the original
-            finally:
-                sole.__context__ = context
+            raise _first_of(group) from None
+        if outputs is None:
+            if not run.failures:
+                raise RuntimeError(f"the run of {plan.target!r} ended without outputs or a failure")
+            first, *others = run.failures
+            first.siblings = tuple(others)
+            raise first
+        return outputs
     finally:
         for key in keys:
             cache.unpin(key)
@@ -121,31 +133,57 @@ class _Run:
         # Two nodes of one plan may share a key (the same computation twice): run it once.
         self.running: dict[str, anyio.Event] = {}
         self.by_key: dict[str, dict[str, Any]] = {}
+        #: Every node failure so far, in the order they happened.
+        self.failures: list[NodeFailed] = []
 
-    async def pull(self, node_id: str) -> dict[str, Any]:
-        """The node's outputs: from the cache, or computed after pulling its inputs."""
+    async def pull(self, node_id: str) -> dict[str, Any] | None:
+        """The node's outputs: from the cache, or computed after pulling its inputs; None when
+        it could not run (it failed, something upstream failed, or another node did first)."""
         event = self.started.get(node_id)
         if event is not None:
             await event.wait()
-            return self.outputs[node_id]
+            return self.outputs.get(node_id)
         event = self.started[node_id] = anyio.Event()
-        node = self.plan.node(node_id)
-        outputs = self.cache.get(node.key)
-        cached = outputs is not None
-        if outputs is None and (twin := self.running.get(node.key)) is not None:
-            await twin.wait()
-            outputs, cached = self.by_key[node.key], True
-        if outputs is None:
-            finished = self.running[node.key] = anyio.Event()
-            async with anyio.create_task_group() as tg:
-                for dep in node.deps:
-                    tg.start_soon(self.pull, dep, name=f"inline node {dep}")
-            outputs = await self._compute(node)
-            finished.set()
-        self.outputs[node_id] = outputs
-        self.listener.node_finished(node, outputs, cached)
-        event.set()
-        return outputs
+        try:
+            node = self.plan.node(node_id)
+            outputs = self.cache.get(node.key)
+            cached = outputs is not None
+            if outputs is None and (twin := self.running.get(node.key)) is not None:
+                await twin.wait()
+                outputs, cached = self.by_key.get(node.key), True
+                if outputs is None:
+                    return None  # the twin failed
+            if outputs is None:
+                finished = self.running[node.key] = anyio.Event()
+                try:
+                    outputs = await self._pull_inputs_and_compute(node)
+                finally:
+                    finished.set()
+                if outputs is None:
+                    return None
+            self.outputs[node_id] = outputs
+            self.listener.node_finished(node, outputs, cached)
+            return outputs
+        finally:
+            event.set()
+
+    async def _pull_inputs_and_compute(self, node: PlannedNode) -> dict[str, Any] | None:
+        got: list[dict[str, Any] | None] = []
+
+        async def pull_into(dep: str) -> None:
+            got.append(await self.pull(dep))
+
+        async with anyio.create_task_group() as tg:
+            for dep in node.deps:
+                tg.start_soon(pull_into, dep, name=f"inline node {dep}")
+        if self.failures or any(outputs is None for outputs in got):
+            return None  # nothing starts once the run has failed
+        try:
+            return await self._compute(node)
+        except NodeFailed as failure:
+            self.failures.append(failure)
+            self.listener.node_failed(node, failure)
+            return None
 
     async def _compute(self, node: PlannedNode) -> dict[str, Any]:
         inputs = {
@@ -160,7 +198,7 @@ class _Run:
                 raise LookupError(f"{node.type!r} returned no value for output {missing[0]!r}.")
         except anyio.get_cancelled_exc_class():
             raise
-        except InlineCoreError:
+        except NodeFailed:
             raise
         except Exception as exc:
             raise NodeFailed(node.id, node.type, exc) from exc
@@ -179,11 +217,16 @@ class _Sink:
         self.listener.node_progress(node_id, event)
 
 
-def _sole(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
-    """The one exception inside (possibly nested) single-member groups, else ``None``."""
-    while len(group.exceptions) == 1:
-        inner = group.exceptions[0]
-        if not isinstance(inner, BaseExceptionGroup):
-            return inner
-        group = inner
-    return None
+def _first_of(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The first exception in a (possibly nested) group that is not a cancellation: a bug in a
+    listener or an executor, surfaced as itself rather than as an artefact of task groups."""
+    cancelled = anyio.get_cancelled_exc_class()
+    leaves: list[BaseException] = []
+    todo: list[BaseException] = [group]
+    while todo:
+        exc = todo.pop(0)
+        if isinstance(exc, BaseExceptionGroup):
+            todo[:0] = list(exc.exceptions)
+        else:
+            leaves.append(exc)
+    return next((e for e in leaves if not isinstance(e, cancelled)), leaves[0])

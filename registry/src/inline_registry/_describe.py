@@ -27,6 +27,7 @@ from inline_sdk import SDK_VERSION
 from inline_sdk.protocol import PROTOCOL, Welcome
 
 from ._envs import PackEnv, local_dependencies
+from ._files import write_atomically
 
 __all__ = ("describe_unbuilt", "described_file", "read_described")
 
@@ -129,9 +130,7 @@ def describe_unbuilt(env: PackEnv) -> Welcome | None:
         except (msgspec.DecodeError, msgspec.ValidationError):
             return None
     cache.parent.mkdir(parents=True, exist_ok=True)
-    tmp_file = cache.with_name(f".{cache.name}.tmp-{os.getpid()}")
-    tmp_file.write_bytes(msgspec.json.encode(welcome))
-    os.replace(tmp_file, cache)
+    write_atomically(cache, msgspec.json.encode(welcome))
     return welcome
 
 

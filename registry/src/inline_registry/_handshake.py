@@ -22,6 +22,7 @@ from inline_sdk.protocol import (
 
 from ._envs import PackEnv
 from ._errors import HandshakeFailed, SdkMismatch
+from ._files import write_atomically
 from ._spawn import spawn_worker_sync
 
 
@@ -96,9 +97,7 @@ def probe(env: PackEnv, *, timeout: float = 120.0) -> Welcome:
             proc.wait()
         if proc.stderr:
             proc.stderr.close()
-    tmp_file = env.descriptors_file.with_suffix(".tmp")
-    tmp_file.write_bytes(msgspec.json.encode(msg))
-    os.replace(tmp_file, env.descriptors_file)
+    write_atomically(env.descriptors_file, msgspec.json.encode(msg))
     return msg
 
 

@@ -10,40 +10,34 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from inline_core import NodeFailed
 
-from .._errors import NodeError
+from .._errors import USER_MISTAKES, NodeError
 
 __all__ = ("USER_MISTAKES", "check_out_dir", "describe_failure", "resolve_path_refs")
 
-#: Remote exception types that report a user's mistake, not a node's bug.
-USER_MISTAKES: Final = frozenset(
-    {
-        "InputRefused",
-        "ModelsMissing",
-        "TokenizerMissing",
-        "FileNotFoundError",
-        "IsADirectoryError",
-        "NotADirectoryError",
-        "PermissionError",
-        "ParamsInvalid",
-        "UnidentifiedImageError",
-        "HeaderError",
-    }
-)
-
 
 def describe_failure(exc: BaseException, *, debug: bool = False) -> str:
-    """A failed run's message: the node and its error; the remote traceback for a node's bug
-    (or always, with ``debug``)."""
+    """A failed run's message: each failed node and its error (every one, when several failed
+    at once); the remote traceback for a node's bug (or always, with ``debug``)."""
+    if isinstance(exc, NodeFailed) and exc.siblings:
+        lines = [f"{len(exc.failures)} nodes failed:"]
+        lines += [f"  - {_describe_one(f, debug)}" for f in exc.failures]
+        return "\n".join(lines)
+    return _describe_one(exc, debug)
+
+
+def _describe_one(exc: BaseException, debug: bool) -> str:
     cause = exc.__cause__ if isinstance(exc, NodeFailed) and exc.__cause__ else exc
     if isinstance(cause, NodeError):
         node = f"node '{cause.node_id}' ({cause.node_type})"
         if cause.remote_type in USER_MISTAKES and not debug:
             return f"{node}: {cause.remote_message}"
         return f"{node} failed: {cause.remote_type}: {cause.remote_message}\n{cause.traceback}"
+    if isinstance(exc, NodeFailed):  # the worker died, timed out, refused to start...
+        return f"node '{exc.node_id}' ({exc.node_type}): {exc}"
     return str(exc)
 
 

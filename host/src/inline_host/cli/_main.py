@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import anyio
-from inline_core import GraphInvalid, InlineCoreError, PlannedNode
+from inline_core import GraphInvalid, InlineCoreError, NodeFailed, PlannedNode
 from inline_registry import RegistryError
 from inline_sdk.protocol import MediaValue, Preview, Progress, Stream, TextValue
 
@@ -78,6 +78,12 @@ class ConsoleProgress:
             self.out.write("\r\033[K" + line)
         else:
             self.out.write(line + "\n")
+        self.out.flush()
+
+    def node_failed(self, node: PlannedNode, error: NodeFailed) -> None:
+        self.done += 1
+        prefix = "\r\033[K" if self.tty else ""
+        self.out.write(f"{prefix}[{self.done}/{self.total}] {node.id} ({node.type}) failed\n")
         self.out.flush()
 
     def node_finished(self, node: PlannedNode, outputs: dict[str, Any], cached: bool) -> None:

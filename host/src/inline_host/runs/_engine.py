@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
@@ -36,6 +37,8 @@ from ._lora_files import lora_files
 from ._slots import NodeSlots
 from ._store import TakeSource
 
+log = logging.getLogger("inline.engine")
+
 
 @dataclass(frozen=True, slots=True)
 class RunResult:
@@ -43,6 +46,16 @@ class RunResult:
 
     plan: Plan
     outputs: dict[str, HostValue]
+
+
+@dataclass(slots=True)
+class _Reload:
+    """One registry load, and every caller it answers (those who asked before it started)."""
+
+    covers: int
+    stamp: int
+    done: anyio.Event = field(default_factory=anyio.Event)
+    error: Exception | None = None
 
 
 class PackExecutor:
@@ -107,6 +120,9 @@ class Engine:
         #: LoRA files a node picks enter its cache key by content (any size: they are models).
         self.model_files = InputPaths(settings.models_roots, settings.cwd, 1 << 44)
         self._seen_lock = self._lock_stamp()
+        # reload_registry's single flight: callers so far, and the load running
+        self._reloads_asked = 0
+        self._reloading: _Reload | None = None
 
     @classmethod
     @asynccontextmanager
@@ -174,25 +190,60 @@ class Engine:
             return 0
 
     async def refresh(self) -> bool:
-        """Reload the registry if ``packs.lock`` changed (an install from the CLI while the server
-        runs); True when it did."""
+        """Reload the registry if ``packs.lock`` changed (a venv built on first use, an install
+        from the CLI while the server runs); True when it did. Never raises: a reload that
+        fails keeps the registry as it was (and is logged), so no submit fails for it."""
         stamp = self._lock_stamp()
         if stamp == self._seen_lock:
             return False
-        await self.reload_registry()
+        flight = self._reloading
+        if flight is not None and flight.stamp == stamp:  # a load of this very change runs
+            await flight.done.wait()
+            return flight.error is None
+        try:
+            await self.reload_registry()
+        except Exception:
+            log.exception("reloading the packs after packs.lock changed failed; kept the old")
+            self._seen_lock = stamp  # tried for this change: the next change tries again
+            return False
         return True
 
     async def reload_registry(self) -> MergedRegistry:
         """Load the packs again (after an install, upgrade, rollback, remove or node switch).
 
-        Calls in flight finish on the version they started on; new calls use the new one.
+        Single-flight: however many callers ask at once, one load runs at a time, and every
+        caller gets the result of a load that started after it asked (a caller arriving while
+        one runs waits for the next). Calls in flight finish on the version they started on;
+        new calls use the new one.
         """
-        registry = await anyio.to_thread.run_sync(
-            lambda: load_registry(self.settings.packs_dir, self.settings.extra_packs)
-        )
-        self.registry = registry
-        self.supervisor.set_registry(registry)
-        self._seen_lock = self._lock_stamp()
+        self._reloads_asked += 1
+        ticket = self._reloads_asked
+        while True:
+            flight = self._reloading
+            if flight is None:
+                break
+            await flight.done.wait()
+            if flight.covers >= ticket:  # it started after this caller asked
+                if flight.error is not None:
+                    raise flight.error
+                return self.registry
+        # the stamp before reading: a change made during the load is loaded again later
+        stamp = self._lock_stamp()
+        flight = self._reloading = _Reload(covers=self._reloads_asked, stamp=stamp)
+        try:
+            registry = await anyio.to_thread.run_sync(
+                lambda: load_registry(self.settings.packs_dir, self.settings.extra_packs)
+            )
+        except Exception as exc:
+            flight.error = exc
+            raise
+        else:
+            self.registry = registry
+            self.supervisor.set_registry(registry)
+            self._seen_lock = stamp
+        finally:
+            self._reloading = None
+            flight.done.set()
         return registry
 
     # descriptors ----------------------------------------------------------------------------

@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import msgspec
-from inline_core import PlannedNode
+from inline_core import NodeFailed, PlannedNode
 from inline_sdk.protocol import Preview, Progress, Stream
 
+from .._errors import NodeError
 from ._live import LiveRun
 from ._store import TakeRecord
 from ._takes import has_takes, take_bytes, take_ports
@@ -37,6 +38,14 @@ def take_view(t: TakeRecord) -> Take:
     )
 
 
+def failure_message(exc: BaseException) -> str:
+    """What a run says of a failure: the node's own message (not the host's wrapping)."""
+    cause = exc.__cause__ if isinstance(exc, NodeFailed) and exc.__cause__ else exc
+    if isinstance(cause, NodeError):
+        return cause.remote_message
+    return str(cause) or type(cause).__name__
+
+
 class RunListener:
     """The kernel's RunListener for one live run."""
 
@@ -54,6 +63,11 @@ class RunListener:
             self.run.on_progress(node_id, event)
         elif isinstance(event, Preview):
             self.run.on_preview(node_id, event)
+
+    def node_failed(self, node: PlannedNode, error: NodeFailed) -> None:
+        if isinstance(error.cause, NodeError):
+            self.run.failure_types[node.id] = error.cause.remote_type
+        self.run.node_failed(node.id, failure_message(error))
 
     def node_finished(self, node: PlannedNode, outputs: dict[str, Any], cached: bool) -> None:
         run = self.run

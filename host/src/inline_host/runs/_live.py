@@ -44,6 +44,9 @@ class LiveRun:
         self.status = "queued"
         self.takes: list[Take] = []
         self.error: RunError | None = None
+        #: Each failed node's remote exception type (in memory only, never in /v1's JSON):
+        #: what tells a user's mistake from a node's bug (``_errors.USER_MISTAKES``).
+        self.failure_types: dict[str, str] = {}
         self.events = Broadcaster()
         self.settled = anyio.Event()
         self.cancel_requested = False
@@ -113,13 +116,23 @@ class LiveRun:
             state.partial = None  # the output is whole now (a take, or the node's value)
             self._pieces.pop(node_id, None)
 
-    def close_nodes(self, failed: str | None = None) -> None:
+    def node_failed(self, node_id: str, message: str) -> None:
+        """``node_id`` raised: its state says so (with why) at once, and readers are told."""
+        state = self.nodes.get(node_id)
+        if state is None:
+            return
+        state.state, state.error, state.partial = "error", message, None
+        self._pieces.pop(node_id, None)
+        self.publish({"type": "node_error", "nodeId": node_id, "message": message})
+
+    def close_nodes(self, failed: dict[str, str] | None = None) -> None:
         """At the end of a run, every node tells its real end: what never ran was ``skipped``
-        (not needed, or upstream failed), what was running is ``cancelled``, the culprit is
-        ``error``."""
+        (not needed, or upstream failed), what was running is ``cancelled``, each culprit in
+        ``failed`` (node id -> message) is ``error``."""
+        failed = failed or {}
         for node_id, state in self.nodes.items():
-            if node_id == failed:
-                state.state = "error"
+            if node_id in failed:
+                state.state, state.error = "error", failed[node_id]
             elif state.state == "queued":
                 state.state = "skipped"
             elif state.state == "running":
@@ -140,6 +153,7 @@ class LiveRun:
             step_count=state.step_count,
             status=state.status,
             partial={port: "".join(parts) for port, parts in pieces.items()},
+            error=state.error,
         )
 
     # events from the workers ------------------------------------------------------------------

@@ -29,15 +29,15 @@ from inline_core import (
     RequestInvalid,
 )
 
-from .._errors import InlineHostError, NodeError
+from .._errors import InlineHostError
 from ..guard import MAX_NESTING, STORAGE_ERRORS, StorageFailing, StoreGate, too_deep
 from ._engine import Engine
 from ._events import Subscriber
-from ._execution import RunListener, TakingExecutor, take_view
+from ._execution import RunListener, TakingExecutor, failure_message, take_view
 from ._live import TERMINAL, LiveRun
 from ._store import RunStore, StoredRun, TakeRecord, now_ms
 from ._takes import TakeRecorder, TakeWriter
-from ._views import NodeState, RunError, RunState, RunSummary, Take
+from ._views import NodeFailure, NodeState, RunError, RunState, RunSummary, Take
 
 __all__ = ("TERMINAL", "Conflict", "LiveRun", "QueueFull", "RunService", "StorageFailing")
 
@@ -399,7 +399,6 @@ class RunService:
             return
         run.status = "running"
         run.publish({"type": "run_started"})
-        failed: str | None = None
         try:
             if run.registry_version != self.engine.registry.version:
                 await self._replan(run)  # nodes changed since submit: new versions, new cache keys
@@ -419,11 +418,17 @@ class RunService:
             run.error = RunError(exc.node_id, str(exc))
             run.close_nodes()
             await self._settle(run, "error")
-        except (InlineCoreError, InlineHostError) as exc:
-            node_id = exc.node_id if isinstance(exc, NodeFailed) else None
-            failed = node_id if node_id in run.nodes else None
-            run.error = RunError(node_id, _message(exc))
+        except NodeFailed as exc:
+            failed = {f.node_id: failure_message(f) for f in exc.failures if f.node_id in run.nodes}
+            errors = tuple(NodeFailure(n, m) for n, m in failed.items())
+            run.error = RunError(
+                exc.node_id, failure_message(exc), errors if len(errors) > 1 else None
+            )
             run.close_nodes(failed)
+            await self._settle(run, "error")
+        except (InlineCoreError, InlineHostError) as exc:
+            run.error = RunError(None, failure_message(exc))
+            run.close_nodes()
             await self._settle(run, "error")
         except STORAGE_ERRORS as exc:
             run.error = RunError(None, f"Storage failed: {exc}")
@@ -460,7 +465,10 @@ class RunService:
             run.publish({"type": "cancelled"})
         else:
             err = run.error or RunError(None, "The run ended without a result.")
-            run.publish({"type": "error", "message": err.message, "nodeId": err.node_id})
+            event: dict[str, Any] = {"type": "error", "message": err.message, "nodeId": err.node_id}
+            if err.errors:
+                event["errors"] = msgspec.to_builtins(err.errors)
+            run.publish(event)
         if self._inflight_targets.get(run.target_key) is run:
             del self._inflight_targets[run.target_key]
         run.settled.set()
@@ -484,12 +492,5 @@ def stored_state(stored: StoredRun, takes: list[Take]) -> RunState:
         fraction=float(state.get("fraction", 0.0)),
         nodes=nodes,
         takes=takes,
-        error=RunError(err.get("nodeId"), err.get("message", "")) if err else None,
+        error=msgspec.convert(err, RunError) if err else None,
     )
-
-
-def _message(exc: BaseException) -> str:
-    cause = exc.__cause__ if isinstance(exc, NodeFailed) and exc.__cause__ else exc
-    if isinstance(cause, NodeError):
-        return cause.remote_message
-    return str(cause) or type(cause).__name__

@@ -22,13 +22,28 @@ class NodeState(msgspec.Struct, kw_only=True, omit_defaults=True, rename="camel"
     step_count: int | None = None
     status: str | None = None
     partial: dict[str, str] | None = None
+    #: Why the node failed (our addition), once its state is ``error``.
+    error: str | None = None
 
 
-class RunError(msgspec.Struct, frozen=True, rename="camel"):
-    """``{"nodeId": ..., "message": ...}``: both keys always present."""
+class NodeFailure(msgspec.Struct, frozen=True, rename="camel"):
+    """One failed node of a run: ``{"nodeId", "message"}``."""
+
+    node_id: str
+    message: str
+
+
+class RunError(msgspec.Struct, frozen=True, omit_defaults=True, rename="camel"):
+    """``{"nodeId": ..., "message": ...}``: both keys always present, the first failure's.
+
+    ``errors`` (our addition, like the 422's) lists every node that failed, the first one
+    included, when more than one did (independent nodes failing at once); each failed node's
+    state also says why (``NodeState.error``).
+    """
 
     node_id: str | None
     message: str
+    errors: tuple[NodeFailure, ...] | None = None
 
 
 class Take(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):

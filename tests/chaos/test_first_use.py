@@ -1,0 +1,225 @@
+"""A new user's first minutes: submits that meet a pack venv built lazily, and graphs whose
+loaders all fail at once (no weights yet), over HTTP and from the CLI on fresh data dirs."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from ..api.conftest import ROOT, Server, start_server
+from .conftest import follow
+
+#: The primitive Z-Image graph, without any weights in models/: three loaders fail at once.
+PRIMITIVES: dict[str, Any] = {
+    "graph": {
+        "schemaVersion": 1,
+        "nodes": [
+            {"id": "p", "type": "input/text", "params": {"text": "a lighthouse"}},
+            {"id": "m", "type": "load/diffusion-model", "params": {"file": "tiny_z.safetensors"}},
+            {"id": "v", "type": "load/vae", "params": {"file": "tiny_ae.safetensors"}},
+            {"id": "t", "type": "load/text-encoder", "params": {"file": "tiny_te.safetensors"}},
+            {
+                "id": "c",
+                "type": "encode/text",
+                "inputs": {
+                    "text_encoder": {"from": "t", "output": "text_encoder"},
+                    "prompt": {"from": "p", "output": "text"},
+                },
+            },
+            {"id": "l", "type": "latent/empty", "params": {"width": 256, "height": 256}},
+            {
+                "id": "s",
+                "type": "sample",
+                "params": {"steps": 1, "cfg": 1.0, "seed": 3},
+                "inputs": {
+                    "model": {"from": "m", "output": "model"},
+                    "positive": {"from": "c", "output": "conditioning"},
+                    "latent": {"from": "l", "output": "latent"},
+                },
+            },
+            {
+                "id": "d",
+                "type": "vae/decode",
+                "inputs": {
+                    "vae": {"from": "v", "output": "vae"},
+                    "latent": {"from": "s", "output": "latent"},
+                },
+            },
+        ],
+    },
+    "target": "d",
+}
+LOADERS = {
+    "m": "'tiny_z.safetensors' not found under models/diffusion_models/",
+    "v": "'tiny_ae.safetensors' not found under models/vae/",
+    "t": "'tiny_te.safetensors' not found under models/text_encoders/",
+}
+CLI_TRIES = 20
+
+
+def joined(tag: str) -> dict[str, Any]:
+    """A basics graph of its own (nothing cached across tags)."""
+    return {
+        "graph": {
+            "schemaVersion": 1,
+            "nodes": [
+                {"id": "t", "type": "input/text", "params": {"text": tag}},
+                {
+                    "id": "j",
+                    "type": "text/join",
+                    "params": {"separator": "+"},
+                    "inputs": {
+                        "a": {"from": "t", "output": "text"},
+                        "b": {"from": "t", "output": "text"},
+                    },
+                },
+            ],
+        },
+        "target": "j",
+    }
+
+
+def submit_all(server: Server, docs: list[dict[str, Any]]) -> list[httpx.Response]:
+    """Every document POSTed at once, each from its own connection."""
+
+    def post(doc: dict[str, Any]) -> httpx.Response:
+        with server.client(timeout=300) as c:
+            return c.post("/v1/runs", json=doc)
+
+    with concurrent.futures.ThreadPoolExecutor(len(docs)) as pool:
+        return list(pool.map(post, docs))
+
+
+def lock_stamp(data: Path) -> int:
+    try:
+        return (data / "packs.lock").stat().st_mtime_ns
+    except FileNotFoundError:
+        return 0
+
+
+@pytest.fixture
+def fresh_server(tmp_path: Path) -> Iterator[Server]:
+    """A server on a data dir of its own: no pack venv is built yet."""
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    server = start_server(tmp_path / "data", inputs, {"INLINE_MAX_QUEUED": "1000"})
+    yield server
+    server.stop()
+
+
+def test_fifty_submits_meet_a_venv_built_lazily_and_none_fails(fresh_server: Server) -> None:
+    """50 submits arrive while the basics venv is built on first use, then 50 more right after
+    it changed packs.lock (each would reload the registry): every one is accepted (no 500:
+    one reload, every waiter gets its result) and every run ends done."""
+    data = fresh_server.data_dir
+    before = lock_stamp(data)
+    first = submit_all(fresh_server, [joined(f"first-{i}") for i in range(50)])
+    assert [r.status_code for r in first] == [201] * 50, [r.text for r in first if r.is_error]
+    # the venv build these runs started changes packs.lock; the next submits all see it
+    for r in first:
+        follow(fresh_server.ws, r.json()["runId"], set(), timeout=300)
+    assert lock_stamp(data) != before
+    second = submit_all(fresh_server, [joined(f"second-{i}") for i in range(50)])
+    assert [r.status_code for r in second] == [201] * 50, [r.text for r in second if r.is_error]
+    with fresh_server.client() as c:
+        for r in first + second:
+            run_id = r.json()["runId"]
+            follow(fresh_server.ws, run_id, set(), timeout=300)
+            state = c.get(f"/v1/runs/{run_id}").json()
+            assert state["status"] == "done", state
+    log = fresh_server.log.read_text()
+    assert "Traceback" not in log, log[-3000:]
+
+
+@pytest.fixture(scope="module")
+def built_packs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A packs dir whose venvs the first CLI try builds (its first use); later fresh data dirs
+    link to it, so only the first try pays for the primitives venv."""
+    yield tmp_path_factory.mktemp("first-use-packs")
+
+
+def cli_render(data: Path, graph: Path, out: Path) -> subprocess.CompletedProcess[str]:
+    env = {
+        **os.environ,
+        "INLINE_DATA_DIR": str(data),
+        "INLINE_MODELS_DIR": str(data / "models"),
+    }
+    env.pop("INLINE_PACK_PATHS", None)
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "inline"), "run", str(graph), "--out", str(out)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+    )
+
+
+def test_the_cli_first_render_on_a_fresh_data_dir_names_every_missing_file(
+    tmp_path: Path, built_packs: Path
+) -> None:
+    """20 times in a row, a fresh data dir (the first one building the venvs): the primitive
+    graph without weights ends with the three loaders' errors, each naming its node and file,
+    and no traceback; exit 1."""
+    graph = tmp_path / "primitives.json"
+    graph.write_text(json.dumps(PRIMITIVES))
+    for i in range(CLI_TRIES):
+        data = tmp_path / f"data-{i}"
+        data.mkdir()
+        (data / "packs").symlink_to(built_packs, target_is_directory=True)
+        done = cli_render(data, graph, tmp_path / f"out-{i}")
+        assert done.returncode == 1, (i, done.stdout, done.stderr)
+        err = done.stderr
+        assert "Traceback" not in err and "ExceptionGroup" not in err, (i, err)
+        assert "error: 3 nodes failed:" in err, (i, err)
+        for node_id, missing in LOADERS.items():
+            assert f"node '{node_id}' (load/" in err and missing in err, (i, node_id, err)
+        assert "[8/8]" not in err  # nothing downstream of a failed loader ran
+
+
+def test_three_failing_loaders_over_http_end_true(tmp_path: Path, built_packs: Path) -> None:
+    """Over HTTP, the same graph: the run's error names the first failed loader and lists all
+    three; each loader's state is error with its message, everything downstream skipped, and
+    nothing is left queued or running."""
+    inputs = tmp_path / "inputs"
+    inputs.mkdir()
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "packs").symlink_to(built_packs, target_is_directory=True)
+    server = start_server(data, inputs)
+    try:
+        with server.client() as c:
+            r = c.post("/v1/runs", json=PRIMITIVES)
+            assert r.status_code == 201, r.text
+            run_id = r.json()["runId"]
+            end = follow(server.ws, run_id, set(), timeout=300)
+            state = c.get(f"/v1/runs/{run_id}").json()
+    finally:
+        server.stop()
+    assert state["status"] == "error"
+    error = state["error"]
+    assert error["nodeId"] in LOADERS
+    assert {e["nodeId"] for e in error["errors"]} == set(LOADERS)
+    assert error["errors"][0]["nodeId"] == error["nodeId"]
+    assert error["message"] == error["errors"][0]["message"]
+    for failure in error["errors"]:
+        assert LOADERS[failure["nodeId"]] in failure["message"]
+    if end["type"] == "error":
+        assert end["nodeId"] == error["nodeId"] and end["errors"] == error["errors"]
+    nodes = state["nodes"]
+    for node_id in LOADERS:
+        assert nodes[node_id]["state"] == "error"
+        assert LOADERS[node_id] in nodes[node_id]["error"]
+    assert {nodes[n]["state"] for n in ("c", "s", "d")} == {"skipped"}
+    assert {nodes[n]["state"] for n in ("p", "l")} <= {"done", "skipped", "cancelled"}
+    assert not {s["state"] for s in nodes.values()} & {"queued", "running"}
+    assert "settling failed" not in server.log.read_text()
