@@ -94,10 +94,12 @@ def test_errors_have_openais_shape(client: openai.OpenAI):
         client.images.generate(model="tiny-sd", prompt=PROMPT, size="big")  # type: ignore[arg-type]
     assert bad.value.param == "size"
     assert set(bad.value.body) == {"message", "type", "param", "code"}  # type: ignore[arg-type]
-    # an image node type is a model too; here its weights are missing: the run says so
-    with pytest.raises(openai.InternalServerError) as failed:
+    # an image node type is a model too; here its weights are missing: the client's to fix
+    with pytest.raises(openai.NotFoundError) as failed:
         client.images.generate(model="alibaba/z-image-turbo", prompt=PROMPT, size="256x256")
-    assert failed.value.code == "run_failed" and "Z-Image models missing" in failed.value.message
+    assert failed.value.code == "model_not_found"
+    assert "Z-Image models missing" in failed.value.message
+    assert "inline models pull" in failed.value.message
 
 
 def test_a_mesh_take_is_a_glb(server: Server):

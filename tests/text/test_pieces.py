@@ -79,3 +79,26 @@ async def test_a_run_already_over_yields_nothing() -> None:
             return None, None
 
     assert [w async for w in streamed(Ended(), "r", NODE)] == []
+
+
+@pytest.mark.anyio
+async def test_what_streamed_before_it_subscribed_comes_first() -> None:
+    """A retry attaching to a run in flight (or a response that started late) misses nothing:
+    the node's text so far, from the snapshot, goes out at once, then the deltas."""
+    from inline_host.runs._views import NodeState, RunState
+
+    class Midway(Service):
+        def subscribe(self, run_id: str) -> tuple[Subscriber, Any]:
+            partial = {"thinking": "Hm", "text": "He"}
+            node = NodeState(state="running", fraction=0.5, partial=partial)
+            return self.sub, RunState(run_id="r", status="running", target=NODE, fraction=0.5,
+                                      nodes={NODE: node}, takes=[], error=None)  # fmt: skip
+
+    service = Midway()
+    it = streamed(service, "r", NODE, interval=0)
+    assert await next_write(it) == [("thinking", "Hm"), ("text", "He")]
+    service.delta("llo")
+    assert await next_write(it) == [("text", "llo")]
+    service.event("run_done")
+    with pytest.raises(StopAsyncIteration):
+        await next_write(it)

@@ -8,13 +8,40 @@ InlineHostError            root
 ├── NodeError              node code raised; carries the remote type, message and traceback
 ├── CallCancelled          the call was cancelled before it finished
 └── BlobError              a blob or asset could not be stored or found
+
+A ``NodeError``'s remote type tells a user's mistake from a node's bug: ``USER_MISTAKES`` lists
+the mistakes (``MODELS_MISSING`` and ``SECRETS_MISSING`` among them). ``inline run`` prints a
+mistake without its traceback; ``/openai`` answers it 4xx instead of 5xx.
 """
 
 from __future__ import annotations
 
 import signal
+from typing import Final
 
 from inline_sdk.protocol import RemoteError
+
+#: Remote exception types that report missing (or unusable) model files.
+MODELS_MISSING: Final = frozenset(
+    {"ModelsMissing", "TokenizerMissing", "ModelNotFound", "PipelineFolderError"}
+)
+#: Remote exception types that report a secret (an API key) the host does not hold.
+SECRETS_MISSING: Final = frozenset({"SecretMissing"})
+#: Remote exception types that report a user's mistake, not a node's bug.
+USER_MISTAKES: Final = frozenset(
+    {
+        "InputRefused",
+        "FileNotFoundError",
+        "IsADirectoryError",
+        "NotADirectoryError",
+        "PermissionError",
+        "ParamsInvalid",
+        "UnidentifiedImageError",
+        "HeaderError",
+        *MODELS_MISSING,
+        *SECRETS_MISSING,
+    }
+)
 
 
 class InlineHostError(Exception):

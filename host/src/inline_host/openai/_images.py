@@ -6,7 +6,9 @@ images is a durable run of its own, submitted through the ``RunService`` like ``
 (stored before it runs, resumed after a restart, its image a take); the answer waits for all
 of them. ``size`` is ``WxH``; ``seed`` (an extra) seeds image ``i`` with ``seed + i``.
 ``response_format`` ``url`` points at ``/v1/takes/{id}/bytes``. Errors use OpenAI's shape,
-``{"error": {"message", "type", "param", "code"}}``.
+``{"error": {"message", "type", "param", "code"}}``: a run that failed for the client's mistake
+(missing weights, a missing secret) is a 4xx (``_failures``), and a retry of the request, or a
+repeat of its ``Idempotency-Key``, gets the runs of the first try (``_attempts``).
 """
 
 from __future__ import annotations
@@ -20,10 +22,13 @@ import anyio
 import msgspec
 from inline_core import DocumentInvalid
 from litestar import Controller, MediaType, Request, Response, post
-from litestar.di import NamedDependency
+from litestar.di import NamedDependency, Provide
 
 from ..models._service import ModelsService
-from ..runs._service import RunService
+from ..runs._service import Conflict, RunService
+from ..runs._views import RunState, Take
+from ._attempts import Attempt, Attempts, provide_attempts, submit_once
+from ._failures import NO_RETRY, run_failed
 from ._schemas import OpenAIError, openai_error
 
 __all__ = ("OpenAIImagesController", "OpenAIError")
@@ -107,6 +112,12 @@ def resolve_model(engine: ModelsService, model: str | None) -> tuple[str, dict[s
     )
 
 
+def model_name(engine: ModelsService, model: str | None) -> str:
+    """What ``model`` (None: the default) names: a pipeline folder or a node type."""
+    node_type, fixed = resolve_model(engine, model)
+    return str(fixed.get("model", node_type))
+
+
 def graphs(engine: ModelsService, req: ImagesRequest) -> list[dict[str, Any]]:
     """One run request per image."""
     node_type, fixed = resolve_model(engine, req.model)
@@ -133,15 +144,12 @@ def graphs(engine: ModelsService, req: ImagesRequest) -> list[dict[str, Any]]:
     return out
 
 
-def _take(state: Any) -> Any:
+def _take(service: RunService, state: RunState, model: str) -> Take:
+    if state.status == "error":
+        raise run_failed(service, state, model)
     if state.status != "done":
-        message = state.error.message if state.error is not None else state.status
-        raise OpenAIError(
-            500 if state.status == "error" else 409,
-            f"Run {state.run_id} {state.status}: {message}",
-            type="server_error",
-            code="run_failed",
-        )
+        raise OpenAIError(409, f"Run {state.run_id} {state.status}.", type="server_error",
+                          code="run_failed", headers=NO_RETRY)  # fmt: skip
     takes = [t for t in state.takes if t.node_id == "image" and t.kind == "image"]
     if not takes:
         raise OpenAIError(500, f"Run {state.run_id} made no image.", type="server_error")
@@ -151,24 +159,27 @@ def _take(state: Any) -> Any:
 class OpenAIImagesController(Controller):
     path = "/openai/v1/images"
     exception_handlers = {OpenAIError: openai_error}  # noqa: RUF012 (Litestar's class attribute)
+    dependencies = {"attempts": Provide(provide_attempts, sync_to_thread=False)}  # noqa: RUF012
 
     @post("/generations", status_code=200, summary="OpenAI images: each image a durable run")
     async def generations(
         self,
         service: NamedDependency[RunService],
         models: NamedDependency[ModelsService],
+        attempts: NamedDependency[Attempts],
         request: Request[Any, Any, Any],
     ) -> Response[Any]:
-        req = parse(await request.body())
+        raw = await request.body()
+        req = parse(raw)
         await models.refresh()
         docs = graphs(models, req)
-        run_ids = []
-        for doc in docs:
-            try:
-                run_id, _, _ = await service.submit(doc)
-            except DocumentInvalid as exc:
-                raise OpenAIError(400, f"Invalid request: {exc}", code="invalid_graph") from None
-            run_ids.append(run_id)
+        attempt = Attempt.of("images/generations", request, raw)
+        try:
+            run_ids = await submit_once(service, attempts, attempt, docs)
+        except DocumentInvalid as exc:
+            raise OpenAIError(400, f"Invalid request: {exc}", code="invalid_graph") from None
+        except Conflict as exc:
+            raise OpenAIError(400, str(exc), code="idempotency_key_reused") from None
         states: list[Any] = [None] * len(run_ids)
 
         async def wait(i: int) -> None:
@@ -178,14 +189,15 @@ class OpenAIImagesController(Controller):
         async with anyio.create_task_group() as tg:
             for i in range(len(run_ids)):
                 tg.start_soon(wait, i)
-        takes = [_take(s) for s in states]
+        named = req.model if req.model is not None else model_name(models, None)
+        takes = [_take(service, s, named) for s in states]
         base = str(request.base_url).rstrip("/")
         data = []
         for take in takes:
             if req.response_format == "url":
                 data.append({"url": f"{base}/v1/takes/{take.id}/bytes", "revised_prompt": None})
             else:
-                raw = await anyio.to_thread.run_sync(service.take_data, take.id)
-                data.append({"b64_json": base64.b64encode(raw).decode(), "revised_prompt": None})
+                png = await anyio.to_thread.run_sync(service.take_data, take.id)
+                data.append({"b64_json": base64.b64encode(png).decode(), "revised_prompt": None})
         body = {"created": int(time.time()), "data": data}
         return Response(content=body, status_code=200, media_type=MediaType.JSON)

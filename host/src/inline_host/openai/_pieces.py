@@ -35,16 +35,23 @@ def _add(pending: list[list[str]], port: str, text: str) -> None:
 async def streamed(
     service: Any, run_id: str, node_id: str, interval: float = STREAM_INTERVAL
 ) -> AsyncIterator[list[tuple[str, str]]]:
-    """Until the run ends, lists of ``(output, text)`` to write at once: the ``delta`` events of
-    ``node_id``, gathered as above (nothing when the run had already ended)."""
+    """Until the run ends, lists of ``(output, text)`` to write at once: what ``node_id`` had
+    streamed when this subscribed (a retry attaching to a run in flight, or pieces that came
+    before the response started), then its ``delta`` events, gathered as above (nothing when
+    the run had already ended)."""
     subscribed = service.subscribe(run_id)
     if subscribed is None or subscribed[0] is None:
         return
-    sub = subscribed[0]
+    sub, snapshot = subscribed
+    node = snapshot.nodes.get(node_id) if snapshot is not None else None
+    so_far = [(port, text) for port, text in ((node and node.partial) or {}).items() if text]
     pending: list[list[str]] = []
     sent_at = -math.inf
     ended = False
     try:
+        if so_far:  # at once, as a first piece is
+            yield so_far
+            sent_at = anyio.current_time()
         while not ended:
             batch: list[Any] = []
             if pending:  # something waits for the interval's end: wait no longer than that

@@ -4,7 +4,10 @@ Each chat completion is a durable run (a one-node graph with ``text/complete``),
 ``/v1/runs`` with its takes. A streamed completion follows the run's events: each ``delta`` of
 the node's ``text`` (and ``thinking``) output becomes a content (reasoning) chunk (what streams
 within a few milliseconds of the last write is joined: ``_pieces``); the tool calls and the
-finish reason follow once the node is done, then ``data: [DONE]``.
+finish reason follow once the node is done, then ``data: [DONE]``. A completion whose run failed
+for the client's mistake (missing model files, a hosted model's key not stored) is a 4xx
+(``_failures``); a retry of the request, or a repeat of its ``Idempotency-Key``, follows the run
+of the first try (``_attempts``).
 """
 
 from __future__ import annotations
@@ -16,14 +19,16 @@ from typing import Any
 import msgspec
 from inline_core import DocumentInvalid
 from litestar import Controller, Request, Response, get, post
-from litestar.di import NamedDependency
+from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath
 from litestar.response import Stream
 
 from ..models._llm import CATEGORY, llm_entries
 from ..models._service import ModelsService
-from ..runs._service import RunService
+from ..runs._service import Conflict, RunService
+from ._attempts import Attempt, Attempts, provide_attempts, submit_once
 from ._chat import DONE, NODE_ID, Chunks, run_request, tool_calls, usage
+from ._failures import NO_RETRY, run_failed
 from ._pieces import streamed as _streamed
 from ._schemas import (
     ChatCompletion,
@@ -74,24 +79,36 @@ def _parse(raw: bytes, models: ModelsService) -> ChatRequest:
     return req
 
 
-async def _submit(service: RunService, models: ModelsService, req: ChatRequest, raw: bytes) -> str:
+async def _submit(
+    service: RunService,
+    models: ModelsService,
+    req: ChatRequest,
+    raw: bytes,
+    attempts: Attempts,
+    attempt: Attempt,
+) -> str:
     tools = _decode_json.decode(raw).get("tools") if req.tools else None
     hosted = models.hosted(req.model)
     node = (hosted.node, hosted.params()) if hosted is not None else None
     try:
-        run_id, _status, _created = await service.submit(run_request(req, tools, node))
+        (run_id,) = await submit_once(service, attempts, attempt, [run_request(req, tools, node)])
     except DocumentInvalid as exc:  # the node refused the params (the text pack is the judge);
         raise OpenAIError(400, str(exc)) from None  # RequestInvalid is one of these
+    except Conflict as exc:
+        raise OpenAIError(400, str(exc), code="idempotency_key_reused") from None
     return run_id
 
 
-def _outputs(service: RunService, run_id: str) -> dict[str, str]:
+def _outputs(service: RunService, run_id: str, model: str) -> dict[str, str]:
     """The target's text outputs, from the run's takes (one per output port)."""
     state = service.state(run_id)
+    if state is not None and state.status == "error":
+        raise run_failed(service, state, model)
     if state is None or state.status != "done":
-        message = state.error.message if state is not None and state.error else "run failed"
         kind = "cancelled" if state is not None and state.status == "cancelled" else "server_error"
-        raise OpenAIError(500, f"The completion failed: {message}", type=kind)
+        what = state.status if state is not None else "gone"
+        raise OpenAIError(500, f"The completion's run {run_id} is {what}", type=kind,
+                          headers=NO_RETRY)  # fmt: skip
     out: dict[str, str] = {}
     for take in state.takes:
         record = service.take(take.id)
@@ -109,6 +126,7 @@ class OpenAIController(Controller):
 
     path = "/openai/v1"
     exception_handlers = {OpenAIError: openai_error}  # noqa: RUF012
+    dependencies = {"attempts": Provide(provide_attempts, sync_to_thread=False)}  # noqa: RUF012
 
     @get("/models", sync_to_thread=False)
     def list_models(self, models: NamedDependency[ModelsService]) -> ModelList:
@@ -130,21 +148,23 @@ class OpenAIController(Controller):
         request: Request[Any, Any, Any],
         service: NamedDependency[RunService],
         models: NamedDependency[ModelsService],
+        attempts: NamedDependency[Attempts],
     ) -> Response[Any]:
         raw = await request.body()
         req = _parse(raw, models)
-        run_id = await _submit(service, models, req, raw)
+        attempt = Attempt.of("chat/completions", request, raw)
+        run_id = await _submit(service, models, req, raw, attempts, attempt)
         completion_id, created = f"chatcmpl-{run_id}", int(time.time())
         if req.stream:
             chunks = Chunks(completion_id, created, req.model)
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
             return Stream(
-                _stream(service, run_id, chunks, include_usage),
+                _stream(service, run_id, chunks, include_usage, req.model),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Inline-Run-Id": run_id},
             )
         await service.settled(run_id)
-        out = _outputs(service, run_id)
+        out = _outputs(service, run_id, req.model)
         calls = tool_calls(out)
         message = Message(
             role="assistant",
@@ -165,7 +185,7 @@ class OpenAIController(Controller):
 
 
 async def _stream(
-    service: RunService, run_id: str, chunks: Chunks, include_usage: bool
+    service: RunService, run_id: str, chunks: Chunks, include_usage: bool, model: str
 ) -> AsyncIterator[bytes]:
     yield chunks.chunk(Delta(role="assistant", content=""))
     streamed = {"text": "", "thinking": ""}
@@ -181,7 +201,7 @@ async def _stream(
         if written:
             yield b"".join(written)  # one write
     try:
-        out = _outputs(service, run_id)
+        out = _outputs(service, run_id, model)
     except OpenAIError as exc:
         yield b"data: " + msgspec.json.encode(exc.body()) + b"\n\n"
         yield DONE

@@ -129,7 +129,8 @@ class ModelList(msgspec.Struct, frozen=True):
 
 
 class OpenAIError(Exception):
-    """An error answered in OpenAI's shape ``{"error": {message, type, code, param}}``."""
+    """An error answered in OpenAI's shape ``{"error": {message, type, code, param}}`` (with
+    ``headers``, such as ``x-should-retry``)."""
 
     def __init__(
         self,
@@ -139,6 +140,7 @@ class OpenAIError(Exception):
         type: str = "invalid_request_error",
         code: str | None = None,
         param: str | None = None,
+        headers: dict[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -146,6 +148,7 @@ class OpenAIError(Exception):
         self.type = type
         self.code = code
         self.param = param
+        self.headers = dict(headers or {})
 
     def body(self) -> dict[str, Any]:
         return {
@@ -160,4 +163,6 @@ class OpenAIError(Exception):
 
 def openai_error(_request: Request[Any, Any, Any], exc: OpenAIError) -> Response[Any]:
     """An ``OpenAIError`` as its response (the routes' exception handler)."""
-    return Response(exc.body(), status_code=exc.status, media_type=MediaType.JSON)
+    return Response(
+        exc.body(), status_code=exc.status, media_type=MediaType.JSON, headers=exc.headers
+    )
