@@ -27,22 +27,33 @@ def test_preview_events_carry_a_small_image(client, server):
     assert seen[0]["type"] == "run_started"
 
 
-def test_identical_submissions_in_flight_attach_to_one_execution(client, server):
-    blocker = block_queue(client, server.ws)
-    doc = body("b", node("b", "testpack/blob", {"mib": 0.5}))
-    first = client.post("/v1/runs", json=doc).json()["runId"]
-    second = client.post("/v1/runs", json=doc).json()["runId"]
-    assert first != second
-    client.delete(f"/v1/runs/{blocker}")
-    events(server.ws, first)
-    events(server.ws, second)
-    a = client.get(f"/v1/runs/{first}").json()
-    b = client.get(f"/v1/runs/{second}").json()
-    assert a["status"] == b["status"] == "done"
-    assert a["takes"] == b["takes"] and len(a["takes"]) == 1
-    assert b["nodes"]["b"]["state"] == "cached"
-    history = client.get("/v1/takes", params={"nodeId": "b"}).json()["takes"]
-    assert len(history) == 1  # made once
+def test_identical_submissions_in_flight_attach_to_one_execution(concurrent_server, tmp_path):
+    """On a server running eight runs at once, a twin submitted while the first is running
+    (held by a gate) would execute again beside it if it were not attached: it must settle
+    with the first's take, made once."""
+    server = concurrent_server
+    gate = tmp_path / "open"
+    doc = body("twin", node("twin", "testpack/gate", {"file": str(gate), "tag": "twins"}))
+    with server.client() as client:
+        r = client.post("/v1/runs", json=doc)
+        assert r.status_code == 201, r.text
+        first = r.json()["runId"]
+        with connect(f"{server.ws}/v1/runs/{first}/events") as ws:
+            while (msg := json.loads(ws.recv(timeout=60)))["type"] != "progress":
+                assert msg["type"] not in ("run_done", "error", "cancelled"), msg
+        second = client.post("/v1/runs", json=doc).json()["runId"]
+        assert first != second
+        assert client.get(f"/v1/runs/{second}").json()["status"] == "queued"  # attached
+        gate.touch()
+        events(server.ws, first)
+        events(server.ws, second)
+        a = client.get(f"/v1/runs/{first}").json()
+        b = client.get(f"/v1/runs/{second}").json()
+        assert a["status"] == b["status"] == "done"
+        assert a["takes"] == b["takes"] and len(a["takes"]) == 1
+        assert b["nodes"]["twin"]["state"] == "cached"
+        history = client.get("/v1/takes", params={"nodeId": "twin"}).json()["takes"]
+        assert len(history) == 1  # made once
 
 
 def test_openapi_is_published(client):

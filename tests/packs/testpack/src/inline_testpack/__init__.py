@@ -1,5 +1,5 @@
-"""Test nodes: echo, noise, wait for cancel, fail, hang, crash, meet in parallel, big blobs,
-streamed text, sleep."""
+"""Test nodes: echo, noise, wait for cancel, a gate the test opens, fail, hang, crash, meet in
+parallel, big blobs, streamed text, sleep."""
 
 import ctypes
 import gc
@@ -50,6 +50,24 @@ def wait(
         if ctx.wait_cancelled(0.02):
             ctx.check_cancelled()
     return f"waited {step} steps"
+
+
+@node("testpack/gate", title="Gate", category="Test", output_kind="image")
+def gate(
+    ctx: Context,
+    *,
+    file: Annotated[str, Param("Opens when this file exists")] = "",
+    tag: Annotated[str, Param("Tag")] = "",
+) -> Annotated[Image, Output("image", "Image")]:
+    """Held until the test creates ``file`` (or the call is cancelled): a test decides when
+    the call ends, without a timer."""
+    step = 0
+    while not os.path.exists(file):
+        step += 1
+        ctx.progress(step, 1_000_000, status="held")
+        if ctx.wait_cancelled(0.02):
+            ctx.check_cancelled()
+    return Image(b"\x89PNG\r\n\x1a\n" + tag.encode())
 
 
 @node("testpack/fail", title="Fail", category="Test")
@@ -201,6 +219,7 @@ def inline_nodes() -> list[NodeSpec]:
         echo,
         noisy,
         wait,
+        gate,
         fail,
         hang,
         segfault,
