@@ -29,11 +29,11 @@ from inline_sdk.protocol import HandleValue, InlineBytes, JsonValue, MediaValue,
 
 from .._errors import InlineHostError
 from .._settings import Settings
-from ..guard import InputPaths, PathRefused, remove_dead_hosts_segments, remove_orphan_temps
+from ..guard import InputPaths, remove_dead_hosts_segments, remove_orphan_temps
 from ..models._catalogs import ModelCatalogs, serve_descriptor
 from ..workers._supervisor import HostValue, Supervisor
 from ._blobs import BlobStore
-from ._lora_files import lora_files
+from ._model_files import ModelStamps, model_files
 from ._slots import NodeSlots
 from ._store import TakeSource
 
@@ -117,8 +117,8 @@ class Engine:
         self.catalogs = ModelCatalogs(settings.models_roots)
         self.bulk = supervisor.bulk
         self.inputs = InputPaths(settings.input_roots, settings.cwd, settings.max_upload_bytes)
-        #: LoRA files a node picks enter its cache key by content (any size: they are models).
-        self.model_files = InputPaths(settings.models_roots, settings.cwd, 1 << 44)
+        #: The model files a node loads enter its cache key by a stamp of their content.
+        self.model_stamps = ModelStamps()
         self._seen_lock = self._lock_stamp()
         # reload_registry's single flight: callers so far, and the load running
         self._reloads_asked = 0
@@ -340,14 +340,13 @@ class Engine:
 
     def _fingerprint(self, node: GraphNode) -> str | None:
         """Content hashes of files a node's params name by path (so edits invalidate caches);
-        roots, file type and size are checked before any read (``guard.InputPaths``), and the
-        LoRA files it picks from the models dir."""
+        roots, file type and size are checked before any read (``guard.InputPaths``); and a
+        stamp of each model file it loads, so a model replaced under its name renders anew
+        while an untouched one is never read again (``_model_files``)."""
         parts = [self.inputs.fingerprint(node) or ""]
-        for path in lora_files(self.registry, node, self.settings):
-            try:
-                parts.append(self.model_files.hash_file(path))
-            except PathRefused:
-                parts.append(f"missing:{path}")
+        for name, path in model_files(self.registry, node, self.catalogs):
+            stamp = "missing" if path is None else self.model_stamps.stamp(path)
+            parts.append(f"{name}={stamp}")
         return "|".join(p for p in parts if p) or None
 
 

@@ -70,6 +70,20 @@ def gate(
     return Image(b"\x89PNG\r\n\x1a\n" + tag.encode())
 
 
+@node("testpack/read-model", title="Read a model file", category="Test")
+def read_model(
+    ctx: Context,
+    *,
+    file: Annotated[str, Param("VAE file", options_from="vae")] = "",
+) -> Annotated[str, Output("text", "Text")]:
+    """The picked file's bytes, as text: what a loader would load, so a test sees a stale
+    cache answer for what it is."""
+    folder = ctx.models_dir / "vae"
+    if not file:  # an empty pick loads the first file, as the loaders do
+        file = sorted(p.name for p in folder.iterdir() if not p.name.startswith("."))[0]
+    return (folder / file).read_bytes().decode("utf-8", "replace")
+
+
 @node("testpack/fail", title="Fail", category="Test")
 def fail(
     ctx: Context,
@@ -220,6 +234,7 @@ def inline_nodes() -> list[NodeSpec]:
         noisy,
         wait,
         gate,
+        read_model,
         fail,
         hang,
         segfault,
