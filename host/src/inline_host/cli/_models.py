@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-import shutil
+import contextlib
 import sys
 from typing import Any
 
@@ -11,7 +11,16 @@ from inline_registry import RegistryError
 
 from .._settings import Settings
 from ..models._fit import add_fit_parser, run_fit
-from ..models._pull import STAGING, PullError, _present, fetch, node_models, plan_fetches
+from ..models._pull import (
+    STAGING,
+    PullError,
+    _present,
+    fetch,
+    node_models,
+    plan_fetches,
+    staging_dir,
+)
+from ..models._transfer import release_staging
 
 
 def add_models_parser(subparsers: Any) -> None:
@@ -69,5 +78,8 @@ def run_models(args: argparse.Namespace) -> int:
     if failed:
         print(f"Run the command again to resume ({models_dir / STAGING}).", file=sys.stderr)
         return 1
-    shutil.rmtree(models_dir / STAGING, ignore_errors=True)
+    for repo in {f.repo for f in todo}:
+        release_staging(staging_dir(repo, models_dir))  # unless another download stages there
+    with contextlib.suppress(OSError):
+        (models_dir / STAGING).rmdir()
     return 0

@@ -2,7 +2,9 @@
 and ``inline models pull``, each in its own process, with progress per file.
 
 Progress is read from disk (the staged ``.incomplete`` file of the transfer under way, the
-finished files' sizes): nothing is streamed from the child but "file i started/finished".
+finished files' sizes): nothing is streamed from the child but "file i started/finished". A
+cancelled child is waited for, so that the next download of the same files finds their stage
+free and resumes it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from anyio.streams.text import TextReceiveStream
 
 from .._settings import Settings
 from ..models._pull import Fetch, PullError, _present, node_models, plan_fetches
+from ..models._transfer import staged_bytes
 from ._hf import HubError, ImportPlan, parse_source, plan_import, resolve_token
 from ._import import pending, raw_staging
 from ._job import fetch_to_json, plan_to_json
@@ -59,10 +62,7 @@ class Download:
             return f.size or (f.dest.stat().st_size if f.dest.is_file() else 0)
         if i != self.current:
             return 0
-        partial = raw_staging(f.repo, self.models_dir) / ".cache" / "huggingface" / "download"
-        with contextlib.suppress(OSError):
-            return sum(p.stat().st_size for p in partial.rglob("*.incomplete"))
-        return 0
+        return staged_bytes(raw_staging(f.repo, self.models_dir), f.path)
 
     def view(self) -> dict[str, Any]:
         """The ``GET /v1/downloads/{id}`` answer."""
@@ -104,9 +104,8 @@ class DownloadService:
         """Stop every running child (its staged bytes stay, to resume)."""
         for d in self.downloads.values():
             if d.proc is not None and d.state == "running":
-                with contextlib.suppress(ProcessLookupError):
-                    d.proc.terminate()
                 d.state = "cancelled"
+                await _end(d.proc)
 
     # starting -----------------------------------------------------------------------------
     async def start(
@@ -209,6 +208,21 @@ class DownloadService:
             return d
         d.state = "cancelled"
         if d.proc is not None:
-            with contextlib.suppress(ProcessLookupError):
-                d.proc.terminate()
+            await _end(d.proc)
         return d
+
+
+#: How long a stopped child has to exit before it is killed.
+STOP_GRACE = 10.0
+
+
+async def _end(proc: anyio.abc.Process) -> None:
+    """Stop a download's child and wait until it is gone (its stage lock with it)."""
+    with contextlib.suppress(ProcessLookupError):
+        proc.terminate()
+    with anyio.move_on_after(STOP_GRACE):
+        await proc.wait()
+        return
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    await proc.wait()

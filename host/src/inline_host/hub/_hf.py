@@ -66,10 +66,12 @@ class HubSource:
 
 @dataclass(frozen=True, slots=True)
 class RemoteFile:
-    """One file of a repo at a commit, with its size from the Hub's tree."""
+    """One file of a repo at a commit, with its size (and an LFS file's sha256) from the Hub's
+    tree."""
 
     path: str
     size: int | None
+    sha256: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +94,7 @@ class ImportPlan:
     def fetches(self, stage: Path) -> list[Fetch]:
         """One ``Fetch`` per file, landing under ``stage`` (the import's ready folder)."""
         return [
-            Fetch(f.path, self.source.repo, f.path, self.commit, stage / f.path, f.size)
+            Fetch(f.path, self.source.repo, f.path, self.commit, stage / f.path, f.size, f.sha256)
             for f in self.files
         ]
 
@@ -188,7 +190,9 @@ def list_repo(source: HubSource, token: str | None) -> tuple[str, list[RemoteFil
     tree = _guard(source, token, lambda: list(api.list_repo_tree(
         source.repo, revision=commit, recursive=True, token=token)))  # fmt: skip
     files = [
-        RemoteFile(e.path, e.lfs.size if e.lfs is not None else e.size)
+        RemoteFile(e.path, e.lfs.size, e.lfs.sha256)
+        if e.lfs is not None
+        else RemoteFile(e.path, e.size)
         for e in tree
         if isinstance(e, RepoFile)
     ]
@@ -252,7 +256,7 @@ def select_files(
     """(kept, skipped) after the task's ignore patterns, ``INLINE_HF_IGNORE`` and ``--exclude``.
     ``--include`` keeps only what it matches (and may bring back a default-ignored file)."""
     paths = [f.path for f in files]
-    defaults = list(DEFAULT_IGNORE)
+    defaults: list[str] = list(DEFAULT_IGNORE)
     if any(p.endswith(".safetensors") for p in paths):
         defaults += OTHER_WEIGHTS
     if category in ("llm", "seq2seq", "text-encoder"):

@@ -1,5 +1,6 @@
-"""Running an import: fetch each file of the plan (staged, resumable, size-verified, as
-``inline models pull`` does), then move the finished folder into ``models/<category>/<name>/``."""
+"""Running an import: fetch each file of the plan (staged, resumable across processes, size-
+and hash-verified, as ``inline models pull`` does), then move the finished folder into
+``models/<category>/<name>/``."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from ..models._pull import STAGING, Fetch, PullError, fetch
+from ..models._pull import STAGING, Fetch, PullError, fetch, staging_dir
+from ..models._transfer import release_staging
 from ._hf import ImportPlan, source_record
 
 SOURCE_FILE = ".inline-source.json"
@@ -20,8 +22,9 @@ def stage_dir(plan: ImportPlan, models_dir: Path) -> Path:
 
 
 def raw_staging(repo: str, models_dir: Path) -> Path:
-    """Where huggingface_hub writes a repo's partial downloads (``.incomplete`` files)."""
-    return models_dir / STAGING / repo.replace("/", "--")
+    """Where a repo's partial downloads are staged (``<path>.<etag>.incomplete``, kept across
+    processes so that the next run resumes them)."""
+    return staging_dir(repo, models_dir)
 
 
 def _has(path: Path, size: int | None) -> bool:
@@ -50,7 +53,7 @@ def run_import(
             say(f"fetching {f.path}" + (f" ({f.size / 1e6:.1f} MB)" if f.size else ""))
             fetch(f, models_dir, token=plan.token)
     finalize(plan, models_dir)
-    shutil.rmtree(raw_staging(plan.source.repo, models_dir), ignore_errors=True)
+    release_staging(raw_staging(plan.source.repo, models_dir))
     return plan.dest
 
 

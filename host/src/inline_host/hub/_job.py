@@ -9,12 +9,12 @@ per event to stdout: ``{"event": "start"|"done", "index": i}``, then ``{"event":
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from pathlib import Path
 from typing import Any
 
 from ..models._pull import STAGING, Fetch, PullError, fetch
+from ..models._transfer import release_staging
 from ._hf import HubSource, ImportPlan, RemoteFile
 from ._import import finalize, raw_staging
 
@@ -27,7 +27,7 @@ def plan_to_json(plan: ImportPlan) -> dict[str, Any]:
         "commit": plan.commit,
         "category": plan.category,
         "dest": str(plan.dest),
-        "files": [[f.path, f.size] for f in plan.files],
+        "files": [[f.path, f.size, f.sha256] for f in plan.files],
         "skipped": list(plan.skipped),
         "token": plan.token,
     }
@@ -40,7 +40,7 @@ def plan_from_json(doc: dict[str, Any]) -> ImportPlan:
         doc["commit"],
         doc["category"],
         Path(doc["dest"]),
-        tuple(RemoteFile(p, s) for p, s in doc["files"]),
+        tuple(RemoteFile(*entry) for entry in doc["files"]),
         tuple(doc["skipped"]),
         None,
         doc.get("token"),
@@ -49,7 +49,7 @@ def plan_from_json(doc: dict[str, Any]) -> ImportPlan:
 
 def fetch_to_json(f: Fetch) -> dict[str, Any]:
     return {"label": f.label, "repo": f.repo, "path": f.path, "revision": f.revision,
-            "dest": str(f.dest), "size": f.size}  # fmt: skip
+            "dest": str(f.dest), "size": f.size, "sha256": f.sha256}  # fmt: skip
 
 
 def _say(event: dict[str, Any]) -> None:
@@ -60,8 +60,8 @@ def _say(event: dict[str, Any]) -> None:
 def main() -> int:
     doc = json.loads(sys.stdin.read())
     models_dir = Path(doc["modelsDir"])
-    fetches = [Fetch(d["label"], d["repo"], d["path"], d["revision"], Path(d["dest"]), d["size"])
-               for d in doc["fetches"]]  # fmt: skip
+    fetches = [Fetch(d["label"], d["repo"], d["path"], d["revision"], Path(d["dest"]), d["size"],
+                     d.get("sha256")) for d in doc["fetches"]]  # fmt: skip
     plan = plan_from_json(doc["plan"]) if doc.get("plan") else None
     token = plan.token if plan is not None else None
     try:
@@ -72,7 +72,7 @@ def main() -> int:
         if plan is not None:
             finalize(plan, models_dir)
         for repo in {f.repo for f in fetches}:
-            shutil.rmtree(raw_staging(repo, models_dir), ignore_errors=True)
+            release_staging(raw_staging(repo, models_dir))
         staging = models_dir / STAGING
         if staging.is_dir() and not any(staging.iterdir()):
             staging.rmdir()

@@ -1,29 +1,43 @@
 """Fetching the model files a node's manifest recommends (``inline models pull``, downloads).
 
-Files come from the Hub with huggingface_hub into the models dir (ComfyUI layout), never into
-the hidden HF cache: each download lands in ``models/.downloads/<repo>/`` (where an interrupted
-one resumes), its size is verified, then it is moved into place atomically. Only an explicit
-command downloads; a render never does.
+Files come from the Hub into the models dir (ComfyUI layout), never into the hidden HF cache:
+each download is staged in ``models/.downloads/<repo>/`` under a name every process computes
+alike, so an interrupted one, even a killed process's, resumes from its staged bytes (see
+``_transfer``); its size and hash are verified, then it is moved into place atomically. Only an
+explicit command downloads; a render never does.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from urllib.parse import quote
 
-from inline_registry import ModelFile, RegistryError, pack_sources, read_manifest
+from inline_registry import ModelFile, pack_sources, read_manifest
 
 from ._catalogs import UnsafeName, check_name
+from ._transfer import (
+    Digest,
+    TransferError,
+    check,
+    claim,
+    drop_other_versions,
+    expected_digest,
+    stage_file,
+    transfer,
+)
 
 STAGING = ".downloads"
 
 
 @dataclass(frozen=True, slots=True)
 class Fetch:
-    """One file to fetch: from ``repo``/``path`` to ``dest``, ``size`` bytes if known."""
+    """One file to fetch: from ``repo``/``path`` to ``dest``, ``size`` bytes if known, with the
+    ``sha256`` the Hub's tree gives an LFS file (else the ETag's hash is checked)."""
 
     label: str
     repo: str
@@ -31,6 +45,7 @@ class Fetch:
     revision: str
     dest: Path
     size: int | None
+    sha256: str | None = None
 
 
 class PullError(Exception):
@@ -108,46 +123,103 @@ def _present(f: Fetch) -> bool:
     return f.dest.is_file() and (f.size is None or f.dest.stat().st_size == f.size)
 
 
-def fetch(f: Fetch, models_dir: Path, *, token: str | None = None) -> Path:
-    """Download one file into the staging folder (resuming), verify its size, move it in place."""
-    from huggingface_hub import get_hf_file_metadata, hf_hub_download, hf_hub_url
-    from huggingface_hub.errors import HfHubHTTPError
+def staging_dir(repo: str, models_dir: Path) -> Path:
+    """Where a repo's downloads are staged (``<path>.<etag>.incomplete``, ``<path>.lock``)."""
+    return models_dir / STAGING / repo.replace("/", "--")
 
-    staging = models_dir / STAGING / f.repo.replace("/", "--")
+
+def resolve_url(f: Fetch) -> str:
+    """The Hub address of ``f`` (``HF_ENDPOINT`` honoured)."""
+    return f"{hub_endpoint()}/{f.repo}/resolve/{quote(f.revision, safe='')}/{quote(f.path)}"
+
+
+def _tell(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def fetch(
+    f: Fetch,
+    models_dir: Path,
+    *,
+    token: str | None = None,
+    say: Callable[[str], None] = _tell,
+) -> Path:
+    """Download one file into its stage (resuming what is staged, from any earlier process),
+    verify its size and hash, move it in place; ``f.dest``. ``say`` hears about resumes,
+    restarts and a corrupted stage."""
+    from huggingface_hub import get_hf_file_metadata
+    from huggingface_hub.errors import HfHubHTTPError
+    from huggingface_hub.utils import build_hf_headers
+
+    staging = staging_dir(f.repo, models_dir)
+    what = f"{f.repo}/{f.path}"
     try:
-        meta = get_hf_file_metadata(hf_hub_url(f.repo, f.path, revision=f.revision), token=token)
+        url = resolve_url(f)
+        meta = get_hf_file_metadata(url, token=token)
         expected = f.size if f.size is not None else meta.size
         if f.size is not None and meta.size is not None and meta.size != f.size:
             raise PullError(
-                f"{f.repo}/{f.path}: the Hub serves {meta.size} bytes, the manifest expects "
+                f"{what}: the Hub serves {meta.size} bytes, the manifest expects "
                 f"{f.size}: not the expected file"
             )
-        free = shutil.disk_usage(models_dir).free
-        if expected is not None and expected > free:
-            raise PullError(f"{f.label} needs {expected / 1e9:.1f} GB, {free / 1e9:.1f} GB free")
-        local = Path(
-            hf_hub_download(
-                f.repo, f.path, revision=f.revision, local_dir=str(staging), token=token
-            )
-        )
+        part = stage_file(staging, f.path, meta.etag)
+        with claim(staging, f.path, what):
+            if dropped := drop_other_versions(staging, f.path, part):
+                say(f"{what}: dropped {dropped} staged bytes of another version")
+            _room(f, models_dir, expected, part)
+            headers = build_hf_headers(token=token)  # httpx drops it on a redirect elsewhere
+            _download(url, part, expected, expected_digest(meta.etag, f.sha256),
+                      headers, what, say)  # fmt: skip
+            f.dest.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(part, f.dest)
     except HfHubHTTPError as exc:  # the Hub answered: a missing file, a gated repo...
         status = getattr(getattr(exc, "response", None), "status_code", None)
-        what = f"HTTP {status}" if status else type(exc).__name__
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else what
-        raise PullError(f"cannot fetch {f.repo}/{f.path} from {hub_endpoint()}: {first}") from None
+        kind = f"HTTP {status}" if status else type(exc).__name__
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else kind
+        raise PullError(f"cannot fetch {what} from {hub_endpoint()}: {first}") from None
+    except TransferError as exc:
+        raise PullError(str(exc)) from None
     except PullError:
         raise
     except Exception as exc:  # connection refused, DNS, timeouts: every network error class
         if isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in NETWORK_MODULES:
             raise unreachable(f, exc) from None
         raise
-    got = local.stat().st_size
-    if expected is not None and got != expected:
-        local.unlink(missing_ok=True)
-        raise PullError(
-            f"{f.repo}/{f.path}: downloaded {got} bytes, expected {expected}; removed it, "
-            "run the command again"
-        )
-    f.dest.parent.mkdir(parents=True, exist_ok=True)
-    os.replace(local, f.dest)
     return f.dest
+
+
+def _room(f: Fetch, models_dir: Path, expected: int | None, part: Path) -> None:
+    left = (expected or 0) - (part.stat().st_size if part.is_file() else 0)
+    free = shutil.disk_usage(models_dir).free
+    if left > free:
+        raise PullError(f"{f.label} needs {left / 1e9:.1f} GB more, {free / 1e9:.1f} GB free")
+
+
+def _download(
+    url: str,
+    part: Path,
+    size: int | None,
+    digest: Digest | None,
+    headers: dict[str, str],
+    what: str,
+    say: Callable[[str], None],
+) -> None:
+    """Transfer into ``part`` and verify it; a stage that fails the check is deleted, and one
+    that was resumed is fetched once more from zero (its old bytes may be what was wrong)."""
+    from huggingface_hub.utils import tqdm
+
+    resumed = part.is_file() and part.stat().st_size > 0
+    while True:
+        start = part.stat().st_size if part.is_file() else 0
+        with tqdm(total=size, initial=start, unit="B", unit_scale=True, unit_divisor=1024,
+                  desc=what.rsplit("/", 1)[-1][-40:]) as bar:  # fmt: skip
+            transfer(url, part, size=size, headers=headers, what=what, say=say,
+                     progress=lambda done: bar.update(done - bar.n))  # fmt: skip
+        problem = check(part, size, digest)
+        if problem is None:
+            return
+        part.unlink(missing_ok=True)
+        if not resumed:
+            raise TransferError(f"{what}: {problem}; removed it, run the command again")
+        say(f"{what}: {problem}; removed the staged bytes, downloading it again from zero")
+        resumed = False
