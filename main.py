@@ -39,7 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--token-file", type=Path, metavar="FILE", help="read the bearer token from FILE"
     )
-    p.add_argument("--data-dir", help="runs, takes, blobs and pack venvs (default ./.inline)")
+    p.add_argument(
+        "--data-dir",
+        help="runs, takes, blobs and pack venvs (default ./.inline); one host per data dir",
+    )
     p.add_argument("--models-dir", help="model files, ComfyUI layout (default ./models)")
     p.add_argument("--lowvram", action="store_true", help="memory profile 'lowvram'")
     p.add_argument(
@@ -52,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--ray",
         metavar="ADDRESS",
-        help="run pack workers on the Ray cluster at ADDRESS (INLINE_RAY_ADDRESS)",
+        help="run pack workers on the Ray cluster at ADDRESS (INLINE_RAY_ADDRESS); one that "
+        "does not answer within INLINE_RAY_CONNECT_TIMEOUT seconds (30) is exit 2",
     )
     p.add_argument(
         "--front-end-root", type=Path, metavar="DIR", help="serve a local SPA build from DIR at /"

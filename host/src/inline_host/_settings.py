@@ -120,6 +120,9 @@ class Settings:
     #: Where actors build pack venvs on their node (``INLINE_RAY_PACKS_DIR``; default: the
     #: host's packs dir, the same path on every node).
     ray_packs_dir: Path | None = None
+    #: Seconds the host waits for the Ray cluster to answer at start
+    #: (``INLINE_RAY_CONNECT_TIMEOUT``); past it the host exits 2 without serving.
+    ray_connect_timeout: float = 30.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -179,6 +182,7 @@ class Settings:
                 if env.get("INLINE_RAY_PACKS_DIR")
                 else None
             ),
+            ray_connect_timeout=_float(env, "INLINE_RAY_CONNECT_TIMEOUT", 30.0),
         )
 
     @property

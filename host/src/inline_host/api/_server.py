@@ -1,4 +1,9 @@
-"""Running the /v1 server with uvicorn."""
+"""Running the /v1 server with uvicorn.
+
+Before anything is resumed or served, the server takes its data dir's lock (one host per data
+dir: ``guard._datadir``) and, with ``INLINE_RAY_ADDRESS``, joins the Ray cluster within
+``INLINE_RAY_CONNECT_TIMEOUT``; either failing is one line and exit 2.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +11,18 @@ import errno
 import socket
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .._settings import Settings
+from ..guard import DataDirBusy, DataDirLock, lock_data_dir
+
+if TYPE_CHECKING:
+    from litestar import Litestar
 
 
 def serve(settings: Settings | None = None, *, front_end_root: Path | None = None) -> int:
-    """Serve until interrupted; exit status (2: the address cannot be bound, or bad flags)."""
-    import uvicorn
-
+    """Serve until interrupted; exit status (2: the address cannot be bound, the data dir is
+    another host's, the Ray cluster does not answer, or bad flags)."""
     from . import InsecureBind, create_app
 
     settings = settings or Settings.from_env()
@@ -27,11 +36,35 @@ def serve(settings: Settings | None = None, *, front_end_root: Path | None = Non
         print(f"error: {exc}", file=sys.stderr)
         return 2
     try:
+        lock = lock_data_dir(settings.data_dir, settings.port)
+    except DataDirBusy as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        problem = exc.strerror or str(exc)
+        print(f"error: cannot lock the data dir {settings.data_dir}: {problem}", file=sys.stderr)
+        return 2
+    with lock:
+        return _serve_locked(app, settings, lock)
+
+
+def _serve_locked(app: Litestar, settings: Settings, lock: DataDirLock) -> int:
+    """Join Ray (if asked), bind and serve, holding the data dir's lock."""
+    import uvicorn
+
+    problem = join_ray(settings)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
+        return 2
+    try:
         sock = bind(settings.host, settings.port)
     except OSError as exc:
         print(f"error: {bind_problem(settings.host, settings.port, exc)}", file=sys.stderr)
         return 2
-    print(f"Inline serving /v1 on http://{settings.host}:{settings.port}", file=sys.stderr)
+    port = int(sock.getsockname()[1])
+    if port != settings.port:
+        lock.record(port)  # INLINE_PORT=0: name the port the kernel picked
+    print(f"Inline serving /v1 on http://{settings.host}:{port}", file=sys.stderr)
     config = uvicorn.Config(
         app,
         log_level="warning",
@@ -41,6 +74,23 @@ def serve(settings: Settings | None = None, *, front_end_root: Path | None = Non
     )
     uvicorn.Server(config).run(sockets=[sock])
     return 0
+
+
+def join_ray(settings: Settings) -> str | None:
+    """With ``INLINE_RAY_ADDRESS``, make this process a driver of that cluster now, within
+    ``settings.ray_connect_timeout``: None, or one line saying why it could not."""
+    if not settings.ray_address:
+        return None
+    from ..workers._launchers import LaunchFailed
+    from ..workers._ray_connect import join_cluster  # Ray is imported only when asked for
+
+    try:
+        join_cluster(settings.ray_address, settings.ray_connect_timeout)
+    except LaunchFailed as exc:
+        return str(exc)
+    except KeyboardInterrupt:
+        return f"interrupted while joining the Ray cluster at {settings.ray_address}"
+    return None
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -1,6 +1,7 @@
 """What keeps the host standing under hostile input and faults."""
 
 from ._cleanup import remove_dead_hosts_segments, remove_orphan_temps
+from ._datadir import DataDirBusy, DataDirLock, Holder, held_elsewhere, lock_data_dir
 from ._http import HostPolicy, check_request, request_guard
 from ._limits import MAX_NESTING, OutputTooLarge, check_outputs, too_deep
 from ._operator import bearer_matches, guard_operator, operator_token
@@ -10,6 +11,9 @@ from ._storage import STORAGE_ERRORS, StorageFailing, StoreGate
 __all__ = (
     "MAX_NESTING",
     "STORAGE_ERRORS",
+    "DataDirBusy",
+    "DataDirLock",
+    "Holder",
     "HostPolicy",
     "InputPaths",
     "OutputTooLarge",
@@ -20,6 +24,8 @@ __all__ = (
     "check_outputs",
     "check_request",
     "guard_operator",
+    "held_elsewhere",
+    "lock_data_dir",
     "operator_token",
     "remove_dead_hosts_segments",
     "remove_orphan_temps",

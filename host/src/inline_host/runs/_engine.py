@@ -29,7 +29,12 @@ from inline_sdk.protocol import HandleValue, InlineBytes, JsonValue, MediaValue,
 
 from .._errors import InlineHostError
 from .._settings import Settings
-from ..guard import InputPaths, remove_dead_hosts_segments, remove_orphan_temps
+from ..guard import (
+    InputPaths,
+    held_elsewhere,
+    remove_dead_hosts_segments,
+    remove_orphan_temps,
+)
 from ..models._catalogs import ModelCatalogs, serve_descriptor
 from ..workers._supervisor import HostValue, Supervisor
 from ._blobs import BlobStore
@@ -135,7 +140,8 @@ class Engine:
             d.mkdir(parents=True, exist_ok=True)
         ModelCatalogs(settings.models_roots).ensure_folders()
         remove_dead_hosts_segments()  # a host that was kill -9'd left its shared memory
-        remove_orphan_temps(settings.blobs_dir, settings.data_dir / "takes")
+        if not held_elsewhere(settings.data_dir):  # a serving host's temps are in progress
+            remove_orphan_temps(settings.blobs_dir, settings.data_dir / "takes")
         registry = await anyio.to_thread.run_sync(
             lambda: load_registry(settings.packs_dir, settings.extra_packs, say=say)
         )

@@ -3,7 +3,8 @@
 The host stays one process (the API, the run store, the graph); only workers move. For each
 worker the launcher:
 
-1. joins the cluster once (``ray.init``, namespace ``inline``; the cluster's own auth applies);
+1. joins the cluster once (``ray.init``, namespace ``inline``; the cluster's own auth applies),
+   within ``INLINE_RAY_CONNECT_TIMEOUT`` (``_ray_connect``; the server joins before it serves);
 2. reads the venv's recipe from ``packs.lock`` (``inline_registry.recipe_for``);
 3. listens on the host's address as the nodes see it, with a fresh per-worker secret;
 4. places a ``PackActor`` with the resources the placement asks for (``_ray_placement``);
@@ -24,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
-import ipaddress
 import itertools
 import secrets
 from collections.abc import AsyncIterator, Callable
@@ -39,20 +39,11 @@ from inline_registry import RegistryError, recipe_for
 from .._settings import Settings
 from ._launchers import LaunchedWorker, LaunchFailed, _first_of, _read_secret
 from ._ray_actor import PackActor
+from ._ray_connect import join_cluster
 from ._ray_placement import Demand
 
 DemandFn = Callable[[str, float], Demand]
 _names = itertools.count(1)
-
-
-def _import_ray() -> Any:
-    try:
-        import ray
-    except ImportError:
-        raise LaunchFailed(
-            "INLINE_RAY_ADDRESS is set but Ray is not installed: install inline-host[ray]"
-        ) from None
-    return ray
 
 
 async def _get(ref: Any) -> Any:
@@ -161,31 +152,19 @@ class RayLauncher:
     async def _join(self) -> Any:
         async with self._joined:
             if self._ray is None:
-                ray = _import_ray()
-                await anyio.to_thread.run_sync(self._init, ray)
+                # bounded (INLINE_RAY_CONNECT_TIMEOUT), and abandoned on cancel: a cluster
+                # that never answers must not hold the host's shutdown
+                ray = await anyio.to_thread.run_sync(
+                    join_cluster,
+                    self.address,
+                    self.settings.ray_connect_timeout,
+                    abandon_on_cancel=True,
+                )
+                if not self._host:
+                    self._host = ray.util.get_node_ip_address()
                 self._actor_class = ray.remote(max_concurrency=4, max_restarts=0)(PackActor)
                 self._ray = ray
         return self._ray
-
-    def _init(self, ray: Any) -> None:
-        kwargs: dict[str, Any] = {}
-        host = self.address.rpartition(":")[0] or self.address
-        with contextlib.suppress(ValueError):
-            if ipaddress.ip_address(host).is_loopback:
-                kwargs["_node_ip_address"] = host  # a cluster on this machine's loopback
-        try:
-            if not ray.is_initialized():
-                ray.init(
-                    address=self.address,
-                    namespace="inline",
-                    log_to_driver=False,
-                    configure_logging=False,
-                    **kwargs,
-                )
-        except Exception as exc:
-            raise LaunchFailed(f"could not join the Ray cluster at {self.address}: {exc}") from exc
-        if not self._host:
-            self._host = ray.util.get_node_ip_address()
 
     async def launch(self, pack: str, python: Path, timeout: float) -> LaunchedWorker:
         ray = await self._join()
