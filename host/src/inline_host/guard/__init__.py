@@ -3,7 +3,15 @@
 from ._cleanup import remove_dead_hosts_segments, remove_orphan_temps
 from ._datadir import DataDirBusy, DataDirLock, Holder, held_elsewhere, lock_data_dir
 from ._http import HostPolicy, check_request, request_guard
-from ._limits import MAX_NESTING, OutputTooLarge, check_outputs, too_deep
+from ._limits import (
+    MAX_NESTING,
+    MAX_PARAMS_BYTES,
+    OutputTooLarge,
+    check_outputs,
+    describe_int,
+    too_deep,
+    wide_ints,
+)
 from ._operator import bearer_matches, guard_operator, operator_token
 from ._paths import InputPaths, PathRefused
 from ._storage import STORAGE_ERRORS, StorageFailing, StoreGate
@@ -21,7 +29,10 @@ __all__ = (
     "StorageFailing",
     "StoreGate",
     "bearer_matches",
+    "MAX_PARAMS_BYTES",
     "check_outputs",
+    "describe_int",
+    "wide_ints",
     "check_request",
     "guard_operator",
     "held_elsewhere",

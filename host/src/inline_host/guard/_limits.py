@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from inline_sdk.protocol import ChunkedRef, InlineBytes, MediaValue, ShmRef, TextValue
+from collections.abc import Iterator
+from typing import Any, Final
+
+from inline_sdk.protocol import MAX_FRAME, ChunkedRef, InlineBytes, MediaValue, ShmRef, TextValue
 
 from .._errors import InlineHostError
 
@@ -55,3 +58,33 @@ def too_deep(value: object, limit: int = MAX_NESTING) -> bool:
             children = item.values() if isinstance(item, dict) else item
             stack.extend((child, depth + 1) for child in children)
     return False
+
+
+#: What a call's params may take of a frame (the rest is the call's envelope and inputs).
+MAX_PARAMS_BYTES: Final = MAX_FRAME - (256 << 10)
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def wide_ints(value: Any, where: str, depth: int = 0) -> Iterator[tuple[str, int]]:
+    """Every integer in ``value`` beyond 64 bits (the IPC wire carries none), with its path."""
+    if depth > MAX_NESTING:
+        return
+    if isinstance(value, bool):
+        return
+    if isinstance(value, int):
+        if not INT64[0] <= value <= INT64[1]:
+            yield where, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from wide_ints(v, f"{where}.{k}", depth + 1)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from wide_ints(v, f"{where}[{i}]", depth + 1)
+
+
+def describe_int(value: int) -> str:
+    """A huge integer, short: ``2^70`` style when it is a power of two, else its digit count."""
+    magnitude = abs(value)
+    if magnitude and magnitude & (magnitude - 1) == 0:
+        return f"{'-' if value < 0 else ''}2^{magnitude.bit_length() - 1}"
+    return f"a {len(str(magnitude))}-digit integer"

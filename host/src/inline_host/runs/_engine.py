@@ -11,9 +11,12 @@ from typing import Any
 
 import anyio
 import anyio.abc
+import msgspec
 from inline_core import (
     Executor,
+    GraphInvalid,
     GraphNode,
+    Issue,
     NullListener,
     OutputCache,
     Plan,
@@ -25,15 +28,19 @@ from inline_core import (
 )
 from inline_registry import MergedRegistry, load_registry
 from inline_sdk import HANDLE_KINDS, Descriptor
-from inline_sdk.protocol import HandleValue, InlineBytes, JsonValue, MediaValue, TextValue
+from inline_sdk.protocol import HandleValue, InlineBytes, JsonValue, MediaValue, Stream, TextValue
 
 from .._errors import InlineHostError
 from .._settings import Settings
 from ..guard import (
+    MAX_PARAMS_BYTES,
     InputPaths,
+    OutputTooLarge,
+    describe_int,
     held_elsewhere,
     remove_dead_hosts_segments,
     remove_orphan_temps,
+    wide_ints,
 )
 from ..models._catalogs import ModelCatalogs, serve_descriptor
 from ..workers._supervisor import HostValue, Supervisor
@@ -90,7 +97,20 @@ class PackExecutor:
                     )
             wire[port] = list(values)
 
+        cap = self.supervisor.settings.max_output_bytes
+        streamed: dict[str, int] = {}
+        too_large: list[OutputTooLarge] = []
+        scope = anyio.CancelScope()
+
         def on_event(event: Any) -> None:
+            if isinstance(event, Stream):
+                if too_large:
+                    return  # past the cap: nothing more is kept or sent
+                size = streamed[event.port] = streamed.get(event.port, 0) + len(event.text)
+                if size > cap:  # the cap on outputs holds for what streams too
+                    too_large.append(OutputTooLarge(node.id, node.type, event.port, size, cap))
+                    scope.cancel()
+                    return
             report.progress(node.id, event)
 
         info = self.supervisor.registry.packs.get(node.pack)
@@ -98,9 +118,18 @@ class PackExecutor:
         async with self.slots.hold(node.type, node.descriptor.concurrency, order, version):
             if on_start is not None:
                 on_start()
-            return await self.supervisor.call(
-                node.pack, node.type, node.id, node.params, wire, on_event
-            )
+            try:
+                with scope:
+                    outputs = await self.supervisor.call(
+                        node.pack, node.type, node.id, node.params, wire, on_event
+                    )
+            except Exception:
+                if too_large:  # the call ended because it streamed too much: say that
+                    raise too_large[0] from None
+                raise
+            if too_large:
+                raise too_large[0]
+            return outputs
 
 
 class Engine:
@@ -276,9 +305,14 @@ class Engine:
 
     # runs -------------------------------------------------------------------------------------
     def prepare(self, request: Any) -> Plan:
-        """Parse, validate and plan a run request; raises the kernel's typed errors."""
+        """Parse, validate and plan a run request; raises the kernel's typed errors (params a
+        call could not carry to its worker are refused here, not when the node runs)."""
         graph, target = parse_request(request)
-        return plan(graph, target, self.registry, fingerprint=self._fingerprint)
+        planned = plan(graph, target, self.registry, fingerprint=self._fingerprint)
+        issues = [i for n in graph.nodes if n.id in planned for i in _wire_issues(n)]
+        if issues:
+            raise GraphInvalid(issues)
+        return planned
 
     async def run(self, request: Any, listener: RunListener | None = None) -> RunResult:
         """Run a request to completion; the target's outputs stay valid while cached."""
@@ -354,6 +388,43 @@ class Engine:
             stamp = "missing" if path is None else self.model_stamps.stamp(path)
             parts.append(f"{name}={stamp}")
         return "|".join(p for p in parts if p) or None
+
+
+def _wire_issues(node: GraphNode) -> list[Issue]:
+    """What in ``node``'s params the IPC wire cannot carry: integers beyond 64 bits, and params
+    larger than a call's frame."""
+    where = f"$.graph.nodes[{node.index}].params"
+    issues = [
+        Issue(
+            code="invalid_param",
+            message=f"Node '{node.id}': {path.removeprefix(where + '.')} is "
+            f"{describe_int(value)}, beyond the 64-bit integers a node call carries.",
+            node_id=node.id,
+            path=path,
+            expected="an integer from -2^63 to 2^63-1",
+            got=str(value) if len(str(value)) <= 40 else describe_int(value),
+        )
+        for path, value in wide_ints(node.params, where)
+    ]
+    if issues:
+        return issues
+    size = len(_params_encoder.encode(node.params))
+    if size > MAX_PARAMS_BYTES:
+        mb = MAX_PARAMS_BYTES / 2**20
+        issues.append(
+            Issue(
+                code="invalid_param",
+                message=f"Node '{node.id}': its params are {size / 2**20:.1f} MB, more than the "
+                f"{mb:.2f} MB a node call carries; pass large text or data as a file (an asset, "
+                'or a {"ref": "path"} input).',
+                node_id=node.id,
+                path=where,
+            )
+        )
+    return issues
+
+
+_params_encoder = msgspec.msgpack.Encoder()
 
 
 def _portable_after_death(value: HostValue) -> bool:

@@ -199,6 +199,7 @@ def stream(
     words: Annotated[int, Param("Words", min=0)] = 10,
     hold_after: Annotated[int, Param("Hold after", min=-1)] = -1,
     gate: Annotated[str, Param("Gate file")] = "",
+    piece_kib: Annotated[int, Param("Piece KiB", min=0)] = 0,
 ) -> Annotated[str, Output("text", "Text")]:
     """Streams ``words`` tokens; after ``hold_after`` of them, waits until ``gate`` exists (so a
     test can connect a reader mid-stream) or the call is cancelled."""
@@ -209,6 +210,9 @@ def stream(
                 if ctx.wait_cancelled(0.01):
                     ctx.check_cancelled()
         piece = f"w{i} " if i % 3 else f"wörd{i}\n"
+        if piece_kib:
+            piece = "x" * (piece_kib << 10)
+        ctx.check_cancelled()
         out.append(piece)
         ctx.stream("text", piece)
     return "".join(out)
