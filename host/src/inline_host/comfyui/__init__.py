@@ -2,19 +2,39 @@
 
 from ._cli import add_import_parser, run_import
 from ._convert import Imported, Table
+from ._errors import (
+    MAX_NODES,
+    MAX_TEXT,
+    MAX_VALUES,
+    TIME_LIMIT,
+    Budget,
+    ComfyImportError,
+    ImportStopped,
+    NotAWorkflow,
+    TooManyNodes,
+    WorkflowTooLarge,
+)
 from ._import import import_comfyui
-from ._read import ComfyImportError, NotAWorkflow, Workflow, png_text_chunks, read_workflow
+from ._read import Workflow, png_text_chunks, read_workflow
 from ._report import NodeReport, Report, Unmapped, render_text
 
 __all__ = (
+    "MAX_NODES",
+    "MAX_TEXT",
+    "MAX_VALUES",
+    "TIME_LIMIT",
+    "Budget",
     "ComfyImportError",
+    "ImportStopped",
     "Imported",
     "NodeReport",
     "NotAWorkflow",
     "Report",
     "Table",
+    "TooManyNodes",
     "Unmapped",
     "Workflow",
+    "WorkflowTooLarge",
     "add_import_parser",
     "import_comfyui",
     "png_text_chunks",

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
+from ._errors import ComfyImportError
 from ._import import import_comfyui
-from ._read import ComfyImportError
 from ._report import render_text
 
 EXIT_OK: Final = 0

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ._errors import Budget
 from ._prompt import Prompt, PromptNode, Ref
 from ._report import NodeReport, Report, Unmapped
 from ._values import Edge, Value
@@ -51,12 +52,16 @@ class Imported:
 class Converter:
     """Builds the Inline graph for one prompt (rules call back into it)."""
 
-    def __init__(self, prompt: Prompt, table: Table, base_dir: Path | None) -> None:
+    def __init__(
+        self, prompt: Prompt, table: Table, base_dir: Path | None, budget: Budget | None = None
+    ) -> None:
         self.prompt = prompt
         self.table = table
         self.base_dir = base_dir
+        self.budget = budget or Budget.start("input")
         self.nodes: list[dict[str, Any]] = []
         self.warnings: list[str] = list(prompt.warnings)
+        self._warned: set[str] = set(self.warnings)  # a set: a hostile file warns a lot
         self.reports: dict[str, NodeReport] = {}
         self._done: dict[str, dict[int, Value]] = {}
         self._active: set[str] = set()
@@ -67,7 +72,8 @@ class Converter:
     # for rules ------------------------------------------------------------------------------------
     def warn(self, message: str) -> None:
         """Add a warning to the report (once)."""
-        if message not in self.warnings:
+        if message not in self._warned:
+            self._warned.add(message)
             self.warnings.append(message)
 
     def add(
@@ -141,6 +147,7 @@ class Converter:
         """Convert ``node_id`` once; ``None`` when it is missing, unmapped or in a cycle."""
         if node_id in self._done:
             return self._done[node_id]
+        self.budget.check()
         node = self.prompt.nodes.get(node_id)
         if node is None:
             self.warn(f"{where}: links to node {node_id}, which is not in the workflow")

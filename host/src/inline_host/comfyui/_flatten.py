@@ -5,6 +5,11 @@ Primitive nodes push their values into the widgets they feed; reroutes collapse;
 instances are flattened (inner ids become ``<instance>:<inner>``); widget values map to input names
 in order, skipping ``control_after_generate``. A link claimed by two inputs, a link missing from
 the table and duplicate links are reported as warnings, never a crash.
+
+Subgraphs multiply: a definition instancing the next one twice, 30 deep, is 2^30 nodes in a few
+KB. So before anything is built the expansion is counted (instances times their contents, each
+definition once per depth) and refused past ``MAX_NODES`` / ``MAX_VALUES``; a definition's nodes
+and links are read once however often it is instanced; the walk checks its ``Budget`` as it goes.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from ._errors import MAX_NODES, MAX_VALUES, Budget, TooManyNodes
 from ._prompt import Dropped, Prompt, PromptNode, Ref
 from ._widgets import CONTROL, VIRTUAL, is_control_value, widget_names
 
@@ -20,6 +26,8 @@ MUTED: Final = 2
 BYPASSED: Final = 4
 SUBGRAPH_INPUT: Final = -10
 SUBGRAPH_OUTPUT: Final = -20
+#: Subgraphs nested deeper than this are not flattened (a warning says so).
+MAX_DEPTH: Final = 32
 #: Widgets of the frontend only (an upload button), never an input of the node.
 UI_ONLY_WIDGETS: Final = frozenset({CONTROL, "upload"})
 
@@ -37,6 +45,15 @@ class _Value:
     value: Any
 
 
+@dataclass(frozen=True, slots=True)
+class _Level:
+    """One graph as written (the top, or a subgraph definition): its nodes and links by id,
+    read once however many instances it has."""
+
+    nodes: dict[str, dict[str, Any]]
+    links: dict[int, _Link]
+
+
 @dataclass(eq=False)
 class _Scope:
     """One graph level: the top, or one subgraph instance (its nodes, links, where it sits)."""
@@ -47,7 +64,8 @@ class _Scope:
     definition: dict[str, Any] | None = None
     parent: _Scope | None = None
     instance: dict[str, Any] | None = None
-    claims: dict[int, list[str]] = field(default_factory=dict)
+    #: The scopes of this level's subgraph instances, by node id (built once each).
+    children: dict[str, _Scope] = field(default_factory=dict)
 
 
 def _list(value: Any) -> list[Any]:
@@ -56,6 +74,14 @@ def _list(value: Any) -> list[Any]:
 
 def _key(node_id: Any) -> str:
     return str(node_id)
+
+
+def _nodes(graph: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {_key(n["id"]): n for n in graph.get("nodes", []) if isinstance(n, dict) and "id" in n}
+
+
+def _count(value: Any) -> int:
+    return len(value) if isinstance(value, list | dict) else 0
 
 
 def _parse_links(raw: Any, where: str, warnings: list[str]) -> dict[int, _Link]:
@@ -93,10 +119,14 @@ class Flattener:
     """Turns one UI save into a ``Prompt``."""
 
     def __init__(
-        self, data: dict[str, Any], widgets: Mapping[str, tuple[str, ...]] | None = None
+        self,
+        data: dict[str, Any],
+        widgets: Mapping[str, tuple[str, ...]] | None = None,
+        budget: Budget | None = None,
     ) -> None:
         self.data = data
         self.widgets = widgets or {}
+        self.budget = budget or Budget.start("input")
         self.prompt = Prompt()
         defs = data.get("definitions")
         subgraphs = _list(defs.get("subgraphs")) if isinstance(defs, dict) else []
@@ -106,6 +136,7 @@ class Flattener:
             if isinstance(sg, dict) and isinstance(sg.get("id"), str)
         }
         self._warned: set[str] = set()
+        self._levels: dict[int, _Level] = {}
 
     def warn(self, message: str) -> None:
         if message not in self._warned:
@@ -113,9 +144,38 @@ class Flattener:
             self.prompt.warnings.append(message)
 
     def run(self) -> Prompt:
+        """The prompt; ``TooManyNodes`` (before anything is built) past the caps."""
+        nodes, values = self._expansion(self.data, 0, {})
+        where = self.budget.where
+        if nodes > MAX_NODES:
+            raise TooManyNodes(where, "nodes", nodes, MAX_NODES)
+        if values > MAX_VALUES:
+            raise TooManyNodes(where, "inputs and widget values", values, MAX_VALUES)
         top = self._scope(self.data, "", None, None, None)
         self._emit(top, depth=0)
         return self.prompt
+
+    def _expansion(
+        self, graph: dict[str, Any], depth: int, memo: dict[tuple[str, int], tuple[int, int]]
+    ) -> tuple[int, int]:
+        """How many nodes (instances included), and inputs and widget values, ``graph`` expands
+        to as ``_emit`` walks it; each definition is counted once per depth."""
+        if depth > MAX_DEPTH:
+            return 0, 0
+        self.budget.check()
+        count = values = 0
+        for nid, node in _nodes(graph).items():
+            if nid in (str(SUBGRAPH_INPUT), str(SUBGRAPH_OUTPUT)):
+                continue
+            count += 1
+            values += _count(node.get("inputs")) + _count(node.get("widgets_values"))
+            ntype = str(node.get("type"))
+            if ntype in self.subgraphs and node.get("mode", 0) not in (MUTED, BYPASSED):
+                key = (ntype, depth + 1)
+                if key not in memo:
+                    memo[key] = self._expansion(self.subgraphs[ntype], depth + 1, memo)
+                count, values = count + memo[key][0], values + memo[key][1]
+        return count, values
 
     # scopes ----------------------------------------------------------------------------------
     def _scope(
@@ -126,31 +186,40 @@ class Flattener:
         parent: _Scope | None,
         instance: dict[str, Any] | None,
     ) -> _Scope:
-        where = f"subgraph instance {prefix[:-1]}" if prefix else "workflow"
+        self.budget.check()
+        level = self._levels.get(id(graph))
+        if level is None:
+            where = f"subgraph {definition.get('id')}" if definition is not None else "workflow"
+            level = self._levels[id(graph)] = self._level(graph, where)
+        return _Scope(prefix, level.nodes, level.links, definition, parent, instance)
+
+    def _level(self, graph: dict[str, Any], where: str) -> _Level:
         links = _parse_links(graph.get("links", []), where, self.prompt.warnings)
-        nodes = {
-            _key(n["id"]): n for n in graph.get("nodes", []) if isinstance(n, dict) and "id" in n
-        }
-        scope = _Scope(prefix, nodes, links, definition, parent, instance)
+        nodes = _nodes(graph)
+        claims: dict[int, list[str]] = {}
         for nid, node in nodes.items():
             for inp in _list(node.get("inputs")):
                 if isinstance(inp, dict) and isinstance(inp.get("link"), int):
-                    scope.claims.setdefault(inp["link"], []).append(
-                        f"{prefix}{nid}.{inp.get('name')}"
-                    )
-        for lid, claimants in scope.claims.items():
+                    claims.setdefault(inp["link"], []).append(f"{nid}.{inp.get('name')}")
+        inside = "" if where == "workflow" else f"{where}: "
+        for lid, claimants in claims.items():
             if len(claimants) > 1:
                 origin = links.get(lid)
-                src = f"node {prefix}{origin.origin}" if origin else "nowhere (not in the table)"
+                src = f"node {origin.origin}" if origin else "nowhere (not in the table)"
                 self.warn(
-                    f"link {lid} is claimed by {len(claimants)} inputs ({', '.join(claimants)}); "
-                    f"each is wired to its origin, {src}"
+                    f"{inside}link {lid} is claimed by {len(claimants)} inputs "
+                    f"({', '.join(claimants)}); each is wired to its origin, {src}"
                 )
-        return scope
+        return _Level(nodes, links)
 
     def _inner(self, scope: _Scope, node: dict[str, Any]) -> _Scope:
-        definition = self.subgraphs[node["type"]]
-        return self._scope(definition, f"{scope.prefix}{node['id']}:", definition, scope, node)
+        nid = _key(node["id"])
+        inner = scope.children.get(nid)
+        if inner is None:
+            definition = self.subgraphs[node["type"]]
+            inner = self._scope(definition, f"{scope.prefix}{nid}:", definition, scope, node)
+            scope.children[nid] = inner
+        return inner
 
     # resolving an output to its real origin ----------------------------------------------------
     def _link(
@@ -167,6 +236,7 @@ class Flattener:
     def _output(
         self, scope: _Scope, origin: Any, slot: int, seen: frozenset[Any]
     ) -> Ref | _Value | None:
+        self.budget.check()
         mark = (id(scope), _key(origin), slot)
         if mark in seen:
             self.warn(f"a cycle of reroutes or bypassed nodes through node {scope.prefix}{origin}")
@@ -256,11 +326,15 @@ class Flattener:
 
     # emitting nodes ------------------------------------------------------------------------------
     def _emit(self, scope: _Scope, depth: int) -> None:
-        if depth > 32:
-            self.warn(f"subgraphs nest deeper than 32 levels at {scope.prefix[:-1]}; not flattened")
+        if depth > MAX_DEPTH:
+            self.warn(
+                f"subgraphs nest deeper than {MAX_DEPTH} levels at {scope.prefix[:-1]}; "
+                "not flattened"
+            )
             return
         promoted = self._promoted(scope)
         for nid, node in scope.nodes.items():
+            self.budget.check()
             if nid in (str(SUBGRAPH_INPUT), str(SUBGRAPH_OUTPUT)):
                 continue
             gid, ntype = f"{scope.prefix}{nid}", str(node.get("type"))
@@ -343,6 +417,11 @@ class Flattener:
         return inputs
 
 
-def flatten(data: dict[str, Any], widgets: Mapping[str, tuple[str, ...]] | None = None) -> Prompt:
-    """The prompt a UI save makes (see the module docstring); ``widgets``: packs' widget names."""
-    return Flattener(data, widgets).run()
+def flatten(
+    data: dict[str, Any],
+    widgets: Mapping[str, tuple[str, ...]] | None = None,
+    budget: Budget | None = None,
+) -> Prompt:
+    """The prompt a UI save makes (see the module docstring); ``widgets``: packs' widget names.
+    Raises ``TooManyNodes`` past the caps, ``ImportStopped`` when ``budget`` runs out."""
+    return Flattener(data, widgets, budget).run()
