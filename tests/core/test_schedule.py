@@ -14,6 +14,7 @@ from inline_core import (
     Plan,
     PlannedNode,
     ProgressSink,
+    StaleInput,
     execute_plan,
     parse_graph,
     plan,
@@ -138,21 +139,21 @@ async def test_independent_nodes_run_concurrently() -> None:
     assert await execute_plan(plan_, Rendezvous(), OutputCache(), NullListener()) == {"text": "a b"}
 
 
-async def test_a_failure_names_the_node_and_lets_calls_in_flight_end() -> None:
-    """y fails while x is running: x runs to its end (cached for the retry), nothing downstream
-    starts, and the run raises y's failure alone."""
-    x_running, y_failed = anyio.Event(), anyio.Event()
+async def test_a_failure_names_the_node_and_cancels_the_rest() -> None:
+    cancelled = anyio.Event()
+    blocked = anyio.Event()
 
     class Failing(TextExecutor):
         async def execute(
             self, node: PlannedNode, inputs: dict[str, list[Any]], report: ProgressSink
         ) -> dict[str, Any]:
             if node.id == "x":
-                x_running.set()
-                await y_failed.wait()
-                return await super().execute(node, inputs, report)
-            await x_running.wait()
-            y_failed.set()
+                try:
+                    blocked.set()
+                    await anyio.Event().wait()  # never set: only cancellation ends it
+                finally:
+                    cancelled.set()
+            await blocked.wait()
             raise ValueError("model file missing")
 
     executor, cache, listener = Failing(), OutputCache(), Recorder()
@@ -164,31 +165,14 @@ async def test_a_failure_names_the_node_and_lets_calls_in_flight_end() -> None:
     assert str(error) == "model file missing"
     assert isinstance(error.cause, ValueError) and error.__cause__ is error.cause
     assert error.siblings == () and error.failures == (error,)
-    assert listener.finished() == {"x": False}  # finished, and kept for the retry
+    assert cancelled.is_set()
     assert listener.failed == {"y": "model file missing"}
-    assert executor.calls == Counter({"x": 1})  # xy and top never started
     assert not any(cache.is_pinned(n.key) for n in plan_.nodes)
-    assert plan_.node("x").key in cache and len(cache) == 1
+    assert len(cache) == 0
 
 
-async def test_every_sibling_failure_is_reported_and_no_group_escapes() -> None:
-    """Three independent loaders that all fail at once (a user without weights): one
-    ``NodeFailed`` naming the first, the other two as its siblings, each heard by the
-    listener; never an exception group."""
-    arrived: list[str] = []
-    all_in = anyio.Event()
-
-    class AllFail(TextExecutor):
-        async def execute(
-            self, node: PlannedNode, inputs: dict[str, list[Any]], report: ProgressSink
-        ) -> dict[str, Any]:
-            arrived.append(node.id)
-            if len(arrived) == 3:
-                all_in.set()
-            await all_in.wait()  # all three fail in the same instant
-            raise FileNotFoundError(f"{node.id}.safetensors is missing")
-
-    plan_ = make_plan(
+def three_loaders() -> Plan:
+    return make_plan(
         text("a", "1"),
         text("b", "2"),
         text("c", "3"),
@@ -196,15 +180,90 @@ async def test_every_sibling_failure_is_reported_and_no_group_escapes() -> None:
         join("abc", "ab", "c"),
         target="abc",
     )
+
+
+async def test_every_sibling_failure_is_reported_and_no_group_escapes() -> None:
+    """Three independent loaders that all fail (a user without weights), one after another
+    while the first failure's grace runs: one ``NodeFailed`` naming the first, the other two
+    its siblings, each heard by the listener as it happened; never an exception group."""
+    order = ["b", "c", "a"]
+    turn = {n: anyio.Event() for n in order}
+
+    class InTurn(TextExecutor):
+        async def execute(
+            self, node: PlannedNode, inputs: dict[str, list[Any]], report: ProgressSink
+        ) -> dict[str, Any]:
+            await turn[node.id].wait()
+            nxt = order.index(node.id) + 1
+            if nxt < len(order):
+                turn[order[nxt]].set()  # the next one fails after this one
+            raise FileNotFoundError(f"{node.id}.safetensors is missing")
+
     listener = Recorder()
+    turn["b"].set()
     with anyio.fail_after(5), pytest.raises(NodeFailed) as info:
-        await execute_plan(plan_, AllFail(), OutputCache(), listener)
+        await execute_plan(three_loaders(), InTurn(), OutputCache(), listener, sibling_grace=30)
     failures = info.value.failures
-    assert sorted(f.node_id for f in failures) == ["a", "b", "c"]
+    assert [f.node_id for f in failures] == ["b", "c", "a"]
     assert all(str(f) == f"{f.node_id}.safetensors is missing" for f in failures)
     assert info.value.siblings == failures[1:]
     assert listener.failed == {n: f"{n}.safetensors is missing" for n in "abc"}
     assert listener.finished() == {}
+
+
+async def test_a_sibling_still_running_after_the_grace_is_cancelled() -> None:
+    """A failure's grace is for calls that end on their own: one that does not is cancelled
+    once it is over, and the run ends with the failure alone."""
+    running, cancelled = anyio.Event(), anyio.Event()
+
+    class OneHolds(TextExecutor):
+        async def execute(
+            self, node: PlannedNode, inputs: dict[str, list[Any]], report: ProgressSink
+        ) -> dict[str, Any]:
+            if node.id == "a":
+                try:
+                    running.set()
+                    await anyio.Event().wait()  # never set: only cancellation ends it
+                finally:
+                    cancelled.set()
+            await running.wait()
+            raise FileNotFoundError(f"{node.id} is missing")
+
+    with anyio.fail_after(5), pytest.raises(NodeFailed) as info:
+        await execute_plan(
+            three_loaders(), OneHolds(), OutputCache(), Recorder(), sibling_grace=0.05
+        )
+    assert cancelled.is_set()
+    assert sorted(f.node_id for f in info.value.failures) == ["b", "c"]
+
+
+async def test_an_executor_may_answer_a_cancel_with_the_nodes_own_failure() -> None:
+    """Without a grace, the first failure cancels the rest at once; a call whose node had
+    failed already (its answer was in) reports that failure, not the cancel."""
+
+    started: list[str] = []
+    others_running = anyio.Event()
+
+    class Answers(TextExecutor):
+        async def execute(
+            self, node: PlannedNode, inputs: dict[str, list[Any]], report: ProgressSink
+        ) -> dict[str, Any]:
+            if node.id == "b":
+                await others_running.wait()
+                raise FileNotFoundError("b is missing")
+            try:
+                started.append(node.id)
+                if len(started) == 2:
+                    others_running.set()
+                await anyio.Event().wait()
+            except anyio.get_cancelled_exc_class():
+                pass  # the worker's own answer was a failure: report it, not the cancel
+            raise FileNotFoundError(f"{node.id} is missing")
+
+    with anyio.fail_after(5), pytest.raises(NodeFailed) as info:
+        await execute_plan(three_loaders(), Answers(), OutputCache(), Recorder())
+    assert info.value.node_id == "b"
+    assert sorted(f.node_id for f in info.value.failures) == ["a", "b", "c"]
 
 
 async def test_a_listener_bug_surfaces_as_itself() -> None:
@@ -316,3 +375,77 @@ async def test_nothing_upstream_of_a_cached_node_runs_again() -> None:
     assert await execute_plan(chain(), executor, cache, listener) == {"text": "a b a"}
     assert executor.calls == Counter({"x": 1, "y": 1, "xy": 1, "top": 1})
     assert listener.finished() == {"top": True}
+
+
+class Worker(TextExecutor):
+    """Values carry the generation of the worker that made them; a worker takes only its own.
+    ``die_before`` node ids: the worker dies just before their call (``always``: every call)."""
+
+    def __init__(self, die_before: set[str], always: bool = False) -> None:
+        super().__init__()
+        self.generation = 1
+        self.die_before = die_before
+        self.always = always
+
+    async def execute(
+        self, node: PlannedNode, inputs: dict[str, list[Any]], report: ProgressSink
+    ) -> dict[str, Any]:
+        if node.id in self.die_before:
+            self.generation += 1
+            if not self.always:
+                self.die_before.discard(node.id)
+        stale = [
+            (port, i)
+            for port, values in inputs.items()
+            for i, (gen, _) in enumerate(values)
+            if gen != self.generation
+        ]
+        if stale:
+            raise StaleInput(stale, f"made by a worker that is gone (now {self.generation})")
+        plain = {port: [v for _, v in values] for port, values in inputs.items()}
+        outputs = await super().execute(node, plain, report)
+        return {port: (self.generation, v) for port, v in outputs.items()}
+
+
+async def test_stale_inputs_have_their_producers_computed_again_then_the_node_runs() -> None:
+    executor, cache, listener = Worker({"xy"}), OutputCache(), Recorder()
+    plan_ = chain()
+    outputs = await execute_plan(plan_, executor, cache, listener)
+    assert outputs == {"text": (2, "a b a")}
+    # xy's first call found x and y stale (and ran nothing): both ran again, then xy; top got
+    # the new x
+    assert executor.calls == Counter({"x": 2, "y": 2, "xy": 1, "top": 1})
+    assert not listener.failed
+    cached = [cache.get(n.key) for n in plan_.nodes]
+    assert all(c is not None and c["text"][0] == 2 for c in cached)
+
+
+async def test_stale_cached_outputs_leave_the_cache_and_are_made_again() -> None:
+    executor, cache = Worker(set()), OutputCache()
+    await execute_plan(chain(), executor, cache, NullListener())
+    executor.generation += 1  # the worker died between two runs; the cache still holds its values
+    changed = make_plan(
+        text("x", "a"), text("y", "b"), join("xy", "x", "y"), join("top", "xy", "y"), target="top"
+    )
+    assert await execute_plan(changed, executor, cache, NullListener()) == {"text": (2, "a b b")}
+    assert executor.calls == Counter({"x": 2, "y": 2, "xy": 2, "top": 2})
+
+
+async def test_stale_twins_are_made_again_once() -> None:
+    executor = Worker({"xy"})
+    plan_ = make_plan(text("x", "same"), text("y", "same"), join("xy", "x", "y"), target="xy")
+    assert await execute_plan(plan_, executor, OutputCache(), NullListener()) == {
+        "text": (2, "same same")
+    }
+    assert executor.calls["x"] + executor.calls["y"] == 2
+
+
+async def test_inputs_stale_again_and_again_fail_the_node_after_three_replans() -> None:
+    executor, listener = Worker({"xy"}, always=True), Recorder()
+    with anyio.fail_after(5), pytest.raises(NodeFailed) as info:
+        await execute_plan(chain(), executor, OutputCache(), listener)
+    assert info.value.node_id == "xy"
+    assert isinstance(info.value.cause, StaleInput)
+    assert "gave up after computing 'x', 'y' again 3 times" in str(info.value)
+    assert executor.calls == Counter({"x": 4, "y": 4})  # xy never got to run
+    assert list(listener.failed) == ["xy"]

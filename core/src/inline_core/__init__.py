@@ -6,7 +6,8 @@ Pure Python on top of ``inline_sdk``; never imports torch. Exceptions::
     ├── DocumentInvalid        a document was refused; ``issues`` lists every problem found
     │   ├── RequestInvalid     the run request itself is malformed (code ``invalid_request``)
     │   └── GraphInvalid       the graph fails shape or semantic checks (code ``invalid_graph``)
-    └── NodeFailed             a node raised during a run (``node_id``, ``node_type``, ``cause``)
+    ├── NodeFailed             a node raised during a run (``node_id``, ``node_type``, ``cause``)
+    └── StaleInput             some of an executor's ``inputs`` are gone: producers run again
 """
 
 from ._cache import OutputCache
@@ -18,6 +19,7 @@ from ._errors import (
     Issue,
     NodeFailed,
     RequestInvalid,
+    StaleInput,
 )
 from ._estimate import HeaderError, count, estimate_paths, guess_role, read_header
 from ._graph import Edge, Graph, GraphNode, parse_graph, parse_request
@@ -75,6 +77,7 @@ __all__ = (
     "ProgressSink",
     "RequestInvalid",
     "RunListener",
+    "StaleInput",
     "check_params",
     "compute_key",
     "did_you_mean",

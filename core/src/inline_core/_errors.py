@@ -6,7 +6,9 @@ The tree is shallow on purpose::
     ├── DocumentInvalid        a document was refused; ``issues`` lists every problem found
     │   ├── RequestInvalid     the run request itself is malformed (code ``invalid_request``)
     │   └── GraphInvalid       the graph fails shape or semantic checks (code ``invalid_graph``)
-    └── NodeFailed             a node raised during a run (``node_id``, ``node_type``, ``cause``)
+    ├── NodeFailed             a node raised during a run (``node_id``, ``node_type``, ``cause``)
+    └── StaleInput             an executor cannot use some ``inputs`` any more: the run
+                               computes their producers again (a bounded number of times)
 
 Cancellation is never wrapped: anyio's cancellation exception always propagates untouched.
 """
@@ -24,6 +26,7 @@ __all__ = (
     "Issue",
     "NodeFailed",
     "RequestInvalid",
+    "StaleInput",
 )
 
 
@@ -133,3 +136,19 @@ class NodeFailed(InlineCoreError):
     def failures(self) -> tuple[NodeFailed, ...]:
         """This failure and its siblings, first to last."""
         return (self, *self.siblings)
+
+
+class StaleInput(InlineCoreError):
+    """Raised by an ``Executor`` when some inputs of a node can no longer be used: values that
+    lived in a process that is gone (an engine handle of a worker that died). ``inputs`` are
+    their (port, index) positions in the inputs the executor was given; the run drops the
+    outputs of the nodes that produced them, computes those again and calls the executor
+    again, a bounded number of times, before the node fails with this as its cause.
+    """
+
+    def __init__(self, inputs: Sequence[tuple[str, int]], reason: str) -> None:
+        if not inputs:
+            raise ValueError("StaleInput needs at least one input position")
+        self.inputs: tuple[tuple[str, int], ...] = tuple(inputs)
+        self.reason = reason
+        super().__init__(reason)

@@ -22,6 +22,8 @@ DTYPE_SIZES: Final = {
     "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "U64": 8,
 }  # fmt: skip
 MAX_HEADER: Final = 100 * 1024 * 1024
+#: More elements than any tensor holds (and than a 64-bit count carries).
+MAX_ELEMENTS: Final = 1 << 63
 FOLDER_ROLES: Final[dict[str, Role]] = {
     "transformer": "diffusion", "unet": "diffusion", "diffusion_models": "diffusion",
     "text_encoder": "text-encoder", "text_encoder_2": "text-encoder",
@@ -57,6 +59,7 @@ def read_header(path: Path) -> dict[str, Any]:
         raise HeaderError(f"'{path}' has no valid safetensors header: {exc}") from exc
     if not isinstance(header, dict):
         raise HeaderError(f"'{path}' has no valid safetensors header")
+    _check_shapes(path, header)
     need = 8 + size + max(_ends(header), default=0)
     if need > have:
         raise HeaderError(
@@ -64,6 +67,38 @@ def read_header(path: Path) -> dict[str, Any]:
             f"({need - have} missing); download it again"
         )
     return header
+
+
+def _check_shapes(path: Path, header: dict[str, Any]) -> None:
+    """Every tensor's ``shape`` is a list of whole numbers >= 0 (a string, an object or a negative
+    size is a broken or hostile header, never a size)."""
+    for name, info in header.items():
+        if name == "__metadata__" or not isinstance(info, dict) or "shape" not in info:
+            continue
+        shape = info["shape"]
+        if not _sane_shape(shape):
+            shown = json.dumps(shape)
+            shown = shown if len(shown) <= 60 else shown[:57] + "..."
+            raise HeaderError(
+                f"'{path}' has no valid safetensors header: tensor {name[:200]!r} has shape "
+                f"{shown}, expected a list of whole numbers >= 0 (under 2^63 elements)"
+            )
+
+
+def _sane_shape(shape: Any) -> bool:
+    """A list of whole numbers >= 0 with fewer than ``MAX_ELEMENTS`` elements in all."""
+    if not isinstance(shape, list):
+        return False
+    if not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+        return False
+    if 0 in shape:
+        return True
+    elements = 1
+    for n in shape:  # stops as soon as it is too many (a hostile shape may be long)
+        elements *= n
+        if elements >= MAX_ELEMENTS:
+            return False
+    return True
 
 
 def _ends(header: dict[str, Any]) -> Iterable[int]:

@@ -4,10 +4,13 @@ InlineHostError            root
 ├── PackError              something went wrong with one pack's worker (carries ``pack``)
 │   ├── PackCrashed        the worker died or the transport broke (exit code/signal, stderr tail)
 │   ├── PackStartFailed    the worker refused the handshake or did not answer in time
-│   └── CallTimedOut       a call outlived its deadline; the worker was stopped
+│   └── CallTimedOut       a call outlived its deadline: cancelled, or its worker stopped
 ├── NodeError              node code raised; carries the remote type, message and traceback
 ├── CallCancelled          the call was cancelled before it finished
 └── BlobError              a blob or asset could not be stored or found
+
+HandlesGone                a call's input handles were made by an earlier worker of its pack;
+                           an ``inline_core.StaleInput``: the run computes their producers again
 
 A ``NodeError``'s remote type tells a user's mistake from a node's bug: ``USER_MISTAKES`` lists
 the mistakes (``MODELS_MISSING`` and ``SECRETS_MISSING`` among them). ``inline run`` prints a
@@ -19,6 +22,7 @@ from __future__ import annotations
 import signal
 from typing import Final
 
+from inline_core import StaleInput
 from inline_sdk.protocol import RemoteError
 
 #: Remote exception types that report missing (or unusable) model files.
@@ -38,6 +42,13 @@ USER_MISTAKES: Final = frozenset(
         "ParamsInvalid",
         "UnidentifiedImageError",
         "HeaderError",
+        # a model or LoRA file that cannot be used, named with what is wrong with it
+        "ModelFileError",
+        "NotSafetensors",
+        "UnknownModel",
+        "KeysMismatch",
+        "LoraRefused",
+        "WontFit",
         *MODELS_MISSING,
         *SECRETS_MISSING,
     }
@@ -94,15 +105,38 @@ class PackStartFailed(PackError):
 
 
 class CallTimedOut(PackError):
-    """A node call ran past its deadline."""
+    """A node call ran past its deadline. It was cancelled; ``stopped`` when it ignored the
+    cancel past the grace (``INLINE_CANCEL_GRACE``) and its worker was stopped with it."""
 
-    def __init__(self, pack: str, node_type: str, timeout: float) -> None:
+    def __init__(self, pack: str, node_type: str, timeout: float, stopped: bool = True) -> None:
         self.node_type = node_type
         self.timeout = timeout
+        self.stopped = stopped
+        what = (
+            "ignored its cancel, so its worker was stopped"
+            if stopped
+            else "was cancelled; its worker goes on"
+        )
         super().__init__(
             pack,
-            f"Node '{node_type}' of pack '{pack}' did not finish within {timeout:g}s; "
-            "its worker was stopped (raise INLINE_CALL_TIMEOUT for longer work)",
+            f"Node '{node_type}' of pack '{pack}' did not finish within {timeout:g}s and "
+            f"{what} (raise INLINE_CALL_TIMEOUT for longer work)",
+        )
+
+
+class HandlesGone(StaleInput):
+    """A call's input handles were made by another worker of its pack (one that died or was
+    replaced since): they were never sent. The kernel's ``StaleInput`` (``inputs`` are their
+    (port, index) positions): the run computes their producers again on the current worker."""
+
+    def __init__(self, pack: str, generation: int, inputs: list[tuple[str, int]]) -> None:
+        self.pack = pack
+        self.generation = generation
+        ports = ", ".join(f"'{port}'" for port in dict.fromkeys(port for port, _ in inputs))
+        super().__init__(
+            inputs,
+            f"the handles on input {ports} were made by an earlier worker of pack '{pack}', "
+            f"which is gone (worker {generation} serves the pack now)",
         )
 
 

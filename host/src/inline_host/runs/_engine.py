@@ -328,7 +328,11 @@ class Engine:
     ) -> RunResult:
         """Execute an already validated plan (through ``executor``, default the workers)."""
         outputs = await execute_plan(
-            planned, executor or self.executor, self.cache, listener or NullListener()
+            planned,
+            executor or self.executor,
+            self.cache,
+            listener or NullListener(),
+            sibling_grace=self.settings.sibling_grace,
         )
         return RunResult(planned, outputs)
 

@@ -25,12 +25,16 @@ import socket
 import subprocess
 from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import anyio
 import anyio.abc
 from inline_registry import worker_command, worker_env
 
+#: Whether ``/proc`` tells a process's state (Linux).
+_PROC = os.path.exists("/proc/self/stat")
+_PF_EXITING = 0x4
+_SIGKILL_BIT = 1 << (signal.SIGKILL - 1)
 #: The environment variable a TCP worker reads its secret from (the SDK's name for it).
 SECRET_ENV = "INLINE_WORKER_SECRET"
 _SECRET_LIMIT = 1024
@@ -65,6 +69,36 @@ class LaunchedWorker(Protocol):
         ...
 
 
+@runtime_checkable
+class ExitProbe(Protocol):
+    """A launched worker that can tell, without waiting, that its process has exited."""
+
+    def has_exited(self) -> bool:
+        """Whether the worker's process has exited (reaped or not)."""
+        ...
+
+
+def ended(worker: LaunchedWorker) -> bool:
+    """Whether ``worker`` is known to be gone right now, before the host's reader has seen it:
+    its process exited (a child of this host), or its connection reached its end."""
+    if isinstance(worker, ExitProbe) and worker.has_exited():
+        return True
+    sock = worker.stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
+    if sock is None:
+        return False
+    if sock.fileno() < 0:
+        return True
+    try:
+        # the event loop's socket refuses recv(): peek through a duplicate of its fd, which
+        # takes nothing from the reader; b"" is the end of the stream
+        with socket.fromfd(sock.fileno(), sock.family, sock.type) as probe:
+            return probe.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except (BlockingIOError, InterruptedError):
+        return False  # open, and nothing to read
+    except OSError:
+        return True
+
+
 class WorkerLauncher(Protocol):
     """Starts workers somewhere and connects them to the host."""
 
@@ -73,6 +107,27 @@ class WorkerLauncher(Protocol):
     async def launch(self, pack: str, python: Path, timeout: float) -> LaunchedWorker:
         """Start a worker serving ``pack`` from the venv whose interpreter is ``python``."""
         ...
+
+
+def _dying(pid: int) -> bool:
+    """Whether child ``pid`` is past the point of reading another call, as ``/proc`` tells it
+    before its exit can be waited for: a SIGKILL pending, its main thread exiting or a zombie
+    (the other threads of a killed worker die after it, and only then is its socket closed)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rpartition(b")")[2].split()
+        with open(f"/proc/{pid}/status", "rb") as f:
+            status = f.read()
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    if fields[:1] in ([b"Z"], [b"X"]) or (len(fields) > 6 and int(fields[6]) & _PF_EXITING):
+        return True
+    for line in status.splitlines():
+        if line.startswith((b"SigPnd:", b"ShdPnd:")) and int(line.split()[1], 16) & _SIGKILL_BIT:
+            return True
+    return False
 
 
 class _ChildWorker:
@@ -102,6 +157,17 @@ class _ChildWorker:
             self.kill()
             await self._proc.wait()
         return self._proc.returncode
+
+    def has_exited(self) -> bool:
+        if self._proc.returncode is not None:
+            return True
+        if _PROC and _dying(self._proc.pid):
+            return True
+        try:  # WNOWAIT: only look; the process stays for ``wait`` to reap
+            seen = os.waitid(os.P_PID, self._proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:
+            return True  # reaped already
+        return seen is not None
 
     def kill(self) -> None:
         # the worker leads its own process group: take its children down with it

@@ -2,7 +2,9 @@
 
 Every transport failure becomes one typed error (``PackCrashed``) naming the pack, the exit code
 or signal and the last stderr lines. The stream comes from a ``WorkerLauncher``; what the two
-sides may send each other comes from the capabilities both announced in the handshake.
+sides may send each other comes from the capabilities both announced in the handshake. Values
+cross it through ``_wire``; a handle another worker made is refused before anything is sent
+(``HandlesGone``).
 """
 
 from __future__ import annotations
@@ -30,21 +32,17 @@ from inline_sdk.protocol import (
     CAP_SHARED_MEMORY,
     CAP_STATS,
     CAP_STREAM,
-    CHUNK_SIZE,
     HEADER,
     BulkChunk,
     Call,
     CallCancelled,
     Cancel,
-    ChunkedRef,
     Done,
     Evict,
     Failed,
     FrameCodec,
     FromWorker,
     Holding,
-    InlineBytes,
-    MediaValue,
     PlaceAsk,
     Preview,
     Progress,
@@ -53,20 +51,33 @@ from inline_sdk.protocol import (
     Shutdown,
     Stats,
     Stream,
-    Value,
     Welcome,
     unlink_segments,
 )
 
 from .._errors import CallCancelled as CallCancelledError
-from .._errors import CallTimedOut, NodeError, PackCrashed, PackStartFailed, describe_exit
+from .._errors import (
+    CallTimedOut,
+    HandlesGone,
+    NodeError,
+    PackCrashed,
+    PackStartFailed,
+    describe_exit,
+)
 from .._settings import Settings
 from ..guard import OutputTooLarge, check_outputs
 from ..hub import secrets_for_call
 from ._broker import Broker
 from ._bulk import HostBulk
-from ._launchers import LaunchedWorker, LaunchFailed, WorkerLauncher
-from ._values import EventCallback, HostValue, owned_handles, worker_capabilities
+from ._launchers import LaunchedWorker, LaunchFailed, WorkerLauncher, ended
+from ._values import (
+    EventCallback,
+    HostValue,
+    foreign_handles,
+    owned_handles,
+    worker_capabilities,
+)
+from ._wire import WireValues
 
 STDERR_LINES = 40
 #: What this host understands; ``shared-memory`` only where the launcher provides it.
@@ -108,17 +119,15 @@ class WorkerProcess:
         self.python = ""
         self.last_active = time.monotonic()
         self._on_exit = on_exit
+        self._gone = False
         self._tg: anyio.abc.TaskGroup | None = None
         self._ids = itertools.count(1)
-        self._blob_ids = itertools.count(1)
         self._send_lock = anyio.Lock()
         self._worker: LaunchedWorker | None = None
         self._first: MemoryObjectSendStream[Any] | None = None
         self._exited = anyio.Event()
         self._stderr_done = anyio.Event()
-        self._incoming: dict[int, bytearray] = {}
-        self._blobs: dict[int, bytes] = {}
-        self._oversize: set[int] = set()  # chunked blobs dropped for passing the output cap
+        self.values = WireValues(pack, generation, bulk, settings.max_output_bytes, self._send)
 
     # life cycle ----------------------------------------------------------------------------
     async def start(self, python: str, tg: anyio.abc.TaskGroup) -> Welcome:
@@ -180,6 +189,21 @@ class WorkerProcess:
             evict = self.evict if CAP_BROKER in self.capabilities else None
             self.broker.attach(self.shm_prefix, self.pack, self.pid, evict)
         return msg
+
+    def usable(self) -> bool:
+        """Whether a call may be handed to this worker: it runs, and neither its process's exit
+        nor the end of its connection is seen yet (by a look, before the reader gets there)."""
+        if self.alive and self._worker is not None and ended(self._worker):
+            self._mark_gone()
+        return self.alive
+
+    def _mark_gone(self) -> None:
+        """Seen dead: no call is handed to it any more, and what it held is forgotten now (the
+        reader's clean-up follows)."""
+        self.alive = False
+        if not self._gone:
+            self._gone = True
+            self._on_exit(self)
 
     def describe(self) -> dict[str, Any]:
         """Where this worker runs and what it speaks (for ``/v1/health``)."""
@@ -251,16 +275,7 @@ class WorkerProcess:
 
     def _dispatch(self, msg: Any) -> None:
         if isinstance(msg, BulkChunk):
-            if msg.blob in self._oversize:
-                return
-            buf = self._incoming.setdefault(msg.blob, bytearray())
-            if len(buf) + len(msg.data) > self.settings.max_output_bytes:
-                self._incoming.pop(msg.blob, None)  # never hold more than the cap
-                self._oversize.add(msg.blob)
-                return
-            buf += msg.data
-            if msg.last:
-                self._blobs[msg.blob] = bytes(self._incoming.pop(msg.blob))
+            self.values.receive(msg)
             return
         if isinstance(msg, Welcome | Refused):
             if self._first is not None:
@@ -285,7 +300,7 @@ class WorkerProcess:
             self.pending.pop(cid, None)
 
     async def _died(self) -> None:
-        self.alive = False
+        self._mark_gone()
         if self.broker is not None:
             self.broker.detach(self.shm_prefix)
         if self._worker is not None:
@@ -309,11 +324,8 @@ class WorkerProcess:
         # the dead worker's shared memory: unmapped here, and its names removed
         self.bulk.forget(self.shm_prefix + "-")
         unlink_segments(self.shm_prefix + "-")
-        self._incoming.clear()
-        self._blobs.clear()
-        self._oversize.clear()
+        self.values.clear()
         self._exited.set()
-        self._on_exit(self)
 
     async def _send(self, msg: object) -> None:
         assert self._worker is not None
@@ -357,7 +369,11 @@ class WorkerProcess:
         on_event: EventCallback | None,
         timeout: float,
     ) -> dict[str, HostValue]:
-        """Run one node here; raises NodeError, PackCrashed, CallTimedOut or cancellation."""
+        """Run one node here; raises NodeError, PackCrashed, CallTimedOut, HandlesGone (input
+        handles another worker made: never sent) or cancellation."""
+        foreign = foreign_handles(inputs, self.pack, self.generation)
+        if foreign:
+            raise HandlesGone(self.pack, self.generation, foreign)
         cid = next(self._ids)
         send, recv = anyio.create_memory_object_stream[Any](math.inf)
         self.last_active = time.monotonic()
@@ -368,7 +384,11 @@ class WorkerProcess:
             self.running.pop(cid, None)
             raise PackCrashed(self.pack, self.returncode, self.tail(), f"'{node_type}'")
         try:
-            wire = {port: [await self._to_wire(hv) for hv in hvs] for port, hvs in inputs.items()}
+            shared = CAP_SHARED_MEMORY in self.capabilities
+            wire = {
+                port: [await self.values.to_wire(hv, shared=shared) for hv in hvs]
+                for port, hvs in inputs.items()
+            }
             await self._send(
                 Call(
                     id=cid,
@@ -376,22 +396,28 @@ class WorkerProcess:
                     node_id=node_id,
                     params=params,
                     inputs=wire,
-                    secrets=secrets_for_call(self.settings.data_dir, params),
+                    secrets=secrets_for_call(self.settings.data_dir, params, node_type),
                 )
             )
             with anyio.fail_after(timeout):
                 return await self._await_result(node_type, node_id, recv, on_event)
         except TimeoutError:
+            # the call is timed out, not its worker: only a call that ignores its cancel past
+            # the grace takes the worker (and the worker's other calls) down with it
             with anyio.CancelScope(shield=True):
-                if not await self._cancel(cid, recv):
+                settled, _ = await self._cancel(cid, recv)
+                if not settled:
                     await self.kill()
-            raise CallTimedOut(self.pack, node_type, timeout) from None
+            raise CallTimedOut(self.pack, node_type, timeout, stopped=not settled) from None
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
-                if not await self._cancel(cid, recv):
+                settled, failed = await self._cancel(cid, recv)
+                if not settled:
                     # it ignored the cancel past the grace: stop it, as on a timeout, so
                     # abandoned calls never pile up in it (the next call gets a fresh one)
                     await self.kill()
+            if failed is not None:  # it failed before the cancel came: that is its end
+                raise NodeError(self.pack, node_type, node_id, failed.error) from None
             raise
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError) as exc:
             raise PackCrashed(self.pack, self.returncode, self.tail(), f"'{node_type}'") from exc
@@ -399,35 +425,6 @@ class WorkerProcess:
             self.pending.pop(cid, None)
             self.running.pop(cid, None)
             self.last_active = time.monotonic()
-
-    async def _to_wire(self, hv: HostValue) -> Value:
-        """A value as this worker can take it: bulk bytes in shared memory where it has it,
-        else inline (small) or in chunks sent ahead of the call."""
-        value = hv.value
-        if not isinstance(value, MediaValue):
-            return value
-        shared = CAP_SHARED_MEMORY in self.capabilities
-        data = value.data
-        if shared or (isinstance(data, InlineBytes) and len(data.data) <= CHUNK_SIZE):
-            return value
-        raw = data.data if isinstance(data, InlineBytes) else self.bulk.view(data)  # type: ignore[arg-type]
-        blob = next(self._blob_ids)
-        view = memoryview(raw).cast("B")
-        for start in range(0, max(len(view), 1), CHUNK_SIZE):
-            piece = bytes(view[start : start + CHUNK_SIZE])
-            await self._send(BulkChunk(blob=blob, data=piece, last=start + CHUNK_SIZE >= len(view)))
-        return MediaValue(
-            kind=value.kind, ext=value.ext, data=ChunkedRef(blob=blob, size=len(view))
-        )
-
-    def _from_wire(self, value: Value) -> HostValue:
-        if isinstance(value, MediaValue) and isinstance(value.data, ChunkedRef):
-            data = self._blobs.pop(value.data.blob, None)
-            if data is None or len(data) != value.data.size:
-                raise PackCrashed(self.pack, None, "", "(chunked output incomplete)")
-            held = self.bulk.hold(value.kind, value.ext, data, value.params)
-            return HostValue(held, "host", 0)
-        return HostValue(value, self.pack, self.generation)
 
     async def _await_result(
         self,
@@ -445,13 +442,10 @@ class WorkerProcess:
                     try:
                         check_outputs(node_id, node_type, outputs, self.settings.max_output_bytes)
                     except OutputTooLarge:
-                        for v in outputs.values():
-                            if isinstance(v, MediaValue) and isinstance(v.data, ChunkedRef):
-                                self._oversize.discard(v.data.blob)
-                                self._blobs.pop(v.data.blob, None)
+                        self.values.drop(outputs.values())
                         await self.release(owned_handles(outputs.values()))
                         raise
-                    return {k: self._from_wire(v) for k, v in outputs.items()}
+                    return {k: self.values.from_wire(v) for k, v in outputs.items()}
                 case Failed(error=error):
                     raise NodeError(self.pack, node_type, node_id, error)
                 case CallCancelled():
@@ -460,18 +454,22 @@ class WorkerProcess:
                     raise msg
         raise PackCrashed(self.pack, self.returncode, self.tail(), f"'{node_type}'")
 
-    async def _cancel(self, cid: int, recv: MemoryObjectReceiveStream[Any]) -> bool:
-        """Ask the call to stop; True if it settled within the grace period."""
+    async def _cancel(
+        self, cid: int, recv: MemoryObjectReceiveStream[Any]
+    ) -> tuple[bool, Failed | None]:
+        """Ask the call to stop: whether it settled within the grace period, and its failure
+        when the node had failed on its own before the cancel reached it (its answer was in,
+        or on its way: a sibling's failure that cancels this call must not hide it)."""
         if not self.alive:
-            return True
+            return True, None
         try:
             await self._send(Cancel(id=cid))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
-            return True
+            return True, None
         with anyio.move_on_after(self.settings.cancel_grace):
             async for msg in recv:
                 if isinstance(msg, Done | Failed | CallCancelled | PackCrashed):
                     if isinstance(msg, Done):
                         await self.release(owned_handles(msg.outputs.values()))
-                    return True
-        return False
+                    return True, msg if isinstance(msg, Failed) else None
+        return False, None

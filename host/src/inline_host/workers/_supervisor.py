@@ -5,7 +5,10 @@ Workers start through the ``WorkerLauncher`` the settings name (``INLINE_LAUNCHE
 timeout, then the worker is stopped); the host carries on. A worker with no call for
 ``settings.worker_idle`` seconds is stopped (the next call starts a fresh one). When the
 registry changes (a pack upgraded, rolled back or removed), the pack's old worker finishes the
-calls it is running and stops; new calls go to a worker of the new version.
+calls it is running and stops; new calls go to a worker of the new version. A worker's death
+is seen at once (its process's exit or its stream's end, before its reader gets there): no call
+goes to a dead worker, and handles it made are refused by its successor (``HandlesGone``; the
+run computes their producers again).
 """
 
 from __future__ import annotations
@@ -82,14 +85,15 @@ class Supervisor:
         return {p: w for p, w in self._workers.items() if w.alive}
 
     async def worker(self, pack: str) -> WorkerProcess:
-        """The pack's live worker, started (or restarted) on demand."""
+        """The pack's live worker, started (or restarted) on demand. A worker whose exit is
+        seen (even before its reader noticed) is never chosen: the call goes to a fresh one."""
         current = self._workers.get(pack)
-        if current is not None and current.alive:
+        if current is not None and current.usable():
             return current
         lock = self._locks.setdefault(pack, anyio.Lock())
         async with lock:
             current = self._workers.get(pack)
-            if current is not None and current.alive:
+            if current is not None and current.usable():
                 return current
             if not self._reaping and self.settings.worker_idle > 0:
                 self._reaping = True

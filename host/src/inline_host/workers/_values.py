@@ -54,6 +54,20 @@ def worker_capabilities(welcome: Welcome) -> frozenset[str]:
     return frozenset({CAP_SHARED_MEMORY} | ({CAP_BROKER} if brokers else set()))
 
 
+def foreign_handles(
+    inputs: dict[str, list[HostValue]], pack: str, generation: int
+) -> list[tuple[str, int]]:
+    """The (port, index) of every input handle that worker ``generation`` of ``pack`` did not
+    make: a handle names a slot in its own worker's table, and in any other worker that slot
+    is empty or holds something else."""
+    return [
+        (port, i)
+        for port, values in inputs.items()
+        for i, hv in enumerate(values)
+        if isinstance(hv.value, HandleValue) and (hv.pack, hv.generation) != (pack, generation)
+    ]
+
+
 def owned_handles(values: Any) -> list[int]:
     """The worker-table ids behind wire values (engine handles, shared-memory regions)."""
     ids: list[int] = []

@@ -1,11 +1,13 @@
-"""Chaos nodes: lone surrogates in replies, grandchild processes, outputs of any size."""
+"""Chaos nodes: lone surrogates in replies, grandchild processes, outputs of any size, model
+handles that know the worker that made them."""
 
+import os
 import subprocess
 import sys
 import time
-from typing import Annotated
+from typing import Annotated, Any, NamedTuple
 
-from inline_sdk import AssetRef, Context, Image, NodeSpec, Output, Param, hookimpl, node
+from inline_sdk import AssetRef, Context, Image, NodeSpec, Output, Param, Port, hookimpl, node
 
 LONE = b"caf\xe9".decode("utf-8", "surrogateescape")  # 'caf\udce9': not encodable as UTF-8
 
@@ -64,6 +66,36 @@ def big(
     return Image(data, "bin")
 
 
+class Model:
+    """An engine object that remembers its label and the worker process that made it."""
+
+    def __init__(self, label: str) -> None:
+        self.label = label
+        self.pid = os.getpid()
+
+
+class Made(NamedTuple):
+    model: Annotated[Any, Output(label="Model", kind="model")]
+    text: Annotated[str, Output(label="Made")]
+
+
+@node("chaos/make-model", title="Make a model", category="Test", output_kind="text")
+def make_model(ctx: Context, *, label: Annotated[str, Param("Label")] = "m") -> Made:
+    model = Model(label)
+    return Made(model, f"{label} made by {model.pid}")
+
+
+@node("chaos/use-model", title="Use a model", category="Test")
+def use_model(
+    ctx: Context,
+    model: Annotated[Any, Port("Model", kind="model")],
+    after: Annotated[Image | None, Port("After")] = None,
+) -> Annotated[str, Output("text", "Text")]:
+    """Which model it got, who made it and who uses it; ``after`` only orders it after another
+    node (a gate the test opens)."""
+    return f"{model.label} made by {model.pid} used by {os.getpid()}"
+
+
 @hookimpl
 def inline_nodes() -> list[NodeSpec]:
-    return [surrogate, stubborn, path, grandchild, big]
+    return [surrogate, stubborn, path, grandchild, big, make_model, use_model]
