@@ -130,3 +130,37 @@ def test_an_engine_beside_a_serving_host_leaves_its_temp_files_alone(host, clien
             assert not in_progress.exists()  # the holder is gone: a crash's leftover
     finally:
         in_progress.unlink(missing_ok=True)
+
+
+def listening_inode(port: int) -> str:
+    """The socket inode listening on 127.0.0.1:``port`` (``/proc/net/tcp``)."""
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, state, inode = fields[1], fields[3], fields[9]
+        if state == "0A" and int(local.split(":")[1], 16) == port:
+            return inode
+    raise AssertionError(f"nothing listens on port {port}")
+
+
+def test_no_child_of_the_host_holds_its_listening_socket(host, client) -> None:
+    """A worker (and the worker's own child) that outlived a kill -9 of the host would keep its
+    port: none of them may hold the listening socket."""
+    state = finish(client, host.ws, one("chaos/grandchild", {"nonce": time.time_ns()}))
+    assert state["status"] == "done", state
+    grandchild = int(client.get(f"/v1/takes/{state['takes'][0]['id']}/bytes").text)
+    child = worker(client, "chaospack")
+    assert child is not None
+    socket_link = f"socket:[{listening_inode(host.server.port)}]"
+
+    def holds(pid: int) -> bool:
+        links = []
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(OSError):
+                links.append(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        return socket_link in links
+
+    assert holds(host.pid)  # the check sees the socket where it is
+    for pid in (child["pid"], grandchild):
+        assert not gone(pid) and not holds(pid), pid
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(grandchild, signal.SIGKILL)

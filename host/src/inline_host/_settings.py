@@ -21,6 +21,13 @@ def _float(env: Mapping[str, str], name: str, default: float, unit: str = "secon
         raise ValueError(f"{name} must be a number of {unit}, got {raw!r}") from None
 
 
+def _positive(env: Mapping[str, str], name: str, default: float) -> float:
+    value = _float(env, name, default)
+    if not value > 0:
+        raise ValueError(f"{name} must be a number of seconds above 0, got {env.get(name)!r}")
+    return value
+
+
 def _int(env: Mapping[str, str], name: str, default: int, least: int = 1) -> int:
     raw = env.get(name)
     if raw is None or raw == "":
@@ -76,6 +83,9 @@ class Settings:
     call_timeout: float = 3600.0
     start_timeout: float = 120.0
     cancel_grace: float = 10.0
+    #: Seconds the other calls in flight get to end on their own once a node of their run failed
+    #: (so every independent failure is reported), before they are cancelled.
+    sibling_grace: float = 2.0
     #: Seconds a worker may sit without a call before it is stopped (0: never).
     worker_idle: float = 600.0
     cache_entries: int = 256
@@ -123,6 +133,17 @@ class Settings:
     #: Seconds the host waits for the Ray cluster to answer at start
     #: (``INLINE_RAY_CONNECT_TIMEOUT``); past it the host exits 2 without serving.
     ray_connect_timeout: float = 30.0
+    #: Seconds a request's headers may take to arrive (``INLINE_HEADER_TIMEOUT``); then 408.
+    header_timeout: float = 10.0
+    #: Seconds a request body may go without a byte (``INLINE_BODY_TIMEOUT``); then 408.
+    body_timeout: float = 30.0
+    #: Connections one client address may hold open (``INLINE_MAX_CONNECTIONS_PER_CLIENT``).
+    max_connections_per_client: int = 64
+    #: Downloads running at once (``INLINE_MAX_DOWNLOADS``); more wait, ``queued``.
+    max_downloads: int = 2
+    #: Seconds a Hub request may go without a byte (``INLINE_HUB_TIMEOUT``); a metadata file
+    #: (``config.json``, a safetensors header) must arrive whole within it.
+    hub_timeout: float = 60.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -158,6 +179,7 @@ class Settings:
             call_timeout=_float(env, "INLINE_CALL_TIMEOUT", 3600.0),
             start_timeout=_float(env, "INLINE_WORKER_START_TIMEOUT", 120.0),
             cancel_grace=_float(env, "INLINE_CANCEL_GRACE", 10.0),
+            sibling_grace=_float(env, "INLINE_SIBLING_GRACE", 2.0),
             worker_idle=_float(env, "INLINE_WORKER_IDLE", 600.0),
             max_runs=_int(env, "INLINE_MAX_RUNS", 8),
             launcher=env.get("INLINE_LAUNCHER") or "local",
@@ -183,6 +205,11 @@ class Settings:
                 else None
             ),
             ray_connect_timeout=_float(env, "INLINE_RAY_CONNECT_TIMEOUT", 30.0),
+            header_timeout=_positive(env, "INLINE_HEADER_TIMEOUT", 10.0),
+            body_timeout=_positive(env, "INLINE_BODY_TIMEOUT", 30.0),
+            max_connections_per_client=_int(env, "INLINE_MAX_CONNECTIONS_PER_CLIENT", 64),
+            max_downloads=_int(env, "INLINE_MAX_DOWNLOADS", 2),
+            hub_timeout=_positive(env, "INLINE_HUB_TIMEOUT", 60.0),
         )
 
     @property

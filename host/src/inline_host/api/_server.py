@@ -2,7 +2,8 @@
 
 Before anything is resumed or served, the server takes its data dir's lock (one host per data
 dir: ``guard._datadir``) and, with ``INLINE_RAY_ADDRESS``, joins the Ray cluster within
-``INLINE_RAY_CONNECT_TIMEOUT``; either failing is one line and exit 2.
+``INLINE_RAY_CONNECT_TIMEOUT``; either failing is one line and exit 2. Connections are served by
+``guard.GuardedH11``: deadlines for headers and bodies, and a cap per client address.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .._settings import Settings
-from ..guard import DataDirBusy, DataDirLock, lock_data_dir
+from ..guard import DataDirBusy, DataDirLock, SlowLimits, guarded_h11, lock_data_dir
 
 if TYPE_CHECKING:
     from litestar import Litestar
@@ -68,6 +69,13 @@ def _serve_locked(app: Litestar, settings: Settings, lock: DataDirLock) -> int:
     config = uvicorn.Config(
         app,
         log_level="warning",
+        http=guarded_h11(
+            SlowLimits(
+                header_timeout=settings.header_timeout,
+                body_timeout=settings.body_timeout,
+                per_client=settings.max_connections_per_client,
+            )
+        ),
         ws="websockets-sansio",
         lifespan="on",
         timeout_graceful_shutdown=5,
@@ -102,7 +110,6 @@ def bind(host: str, port: int) -> socket.socket:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         sock.listen(2048)
-        sock.set_inheritable(True)
     except OSError:
         sock.close()
         raise

@@ -14,6 +14,7 @@ from ._limits import (
 )
 from ._operator import bearer_matches, guard_operator, operator_token
 from ._paths import InputPaths, PathRefused
+from ._slow import GuardedH11, SlowLimits, guarded_h11
 from ._storage import STORAGE_ERRORS, StorageFailing, StoreGate
 
 __all__ = (
@@ -21,11 +22,13 @@ __all__ = (
     "STORAGE_ERRORS",
     "DataDirBusy",
     "DataDirLock",
+    "GuardedH11",
     "Holder",
     "HostPolicy",
     "InputPaths",
     "OutputTooLarge",
     "PathRefused",
+    "SlowLimits",
     "StorageFailing",
     "StoreGate",
     "bearer_matches",
@@ -35,6 +38,7 @@ __all__ = (
     "wide_ints",
     "check_request",
     "guard_operator",
+    "guarded_h11",
     "held_elsewhere",
     "lock_data_dir",
     "operator_token",
