@@ -43,7 +43,16 @@ class ResumeHub:
     - ``quirk[key]``: how ranged GETs of ``key`` are answered: ``"ignore"`` (200, the whole
       file), ``"shift"`` (206 from another byte than asked), ``"416"``;
     - ``wrong[key]``: bytes GETs of ``key`` send instead of the file (HEAD still tells the
-      file's size and ETag).
+      file's size and ETag);
+    - ``bare``: keys served as a plain mirror would: no size or hash in the tree, no ETag, HEAD
+      without a Content-Length;
+    - ``short[key] = n``: every GET of ``key`` declares the whole Content-Length but sends only
+      ``n`` body bytes, then closes the connection;
+    - ``unframed``: keys whose GETs send no Content-Length (the body ends when the connection
+      closes, as HTTP/1.0 allows), so a cut-short body looks whole;
+    - ``drip``: keys whose GETs send one byte, set ``served[key]``, then send nothing more
+      until ``release`` is set;
+    - ``tree_extra``: entries added to every tree listing (a hostile path).
     """
 
     def __init__(self, files: dict[str, bytes]) -> None:
@@ -53,6 +62,11 @@ class ResumeHub:
         self.release = threading.Event()
         self.quirk: dict[str, str] = {}
         self.wrong: dict[str, bytes] = {}
+        self.bare: set[str] = set()
+        self.short: dict[str, int] = {}
+        self.unframed: set[str] = set()
+        self.drip: set[str] = set()
+        self.tree_extra: list[dict[str, object]] = []
         self.gets: list[Get] = []
         hub = self
 
@@ -80,6 +94,8 @@ class ResumeHub:
                                     "Content-Length": str(len(data))}, data)  # fmt: skip
 
             def _file_headers(self, key: str, data: bytes) -> dict[str, str]:
+                if key in hub.bare:
+                    return {"X-Repo-Commit": COMMIT, "Accept-Ranges": "bytes"}
                 return {"X-Repo-Commit": COMMIT, "ETag": f'"{etag_of(key, data)}"',
                         "Accept-Ranges": "bytes"}  # fmt: skip
 
@@ -96,11 +112,13 @@ class ResumeHub:
                         data = hub.files[f"{repo}/{n}"]
                         entry: dict[str, object] = {"type": "file", "size": len(data), "path": n,
                             "oid": etag_of("", data)}  # fmt: skip
-                        if n.endswith(".safetensors"):
+                        if f"{repo}/{n}" in hub.bare:
+                            entry = {"type": "file", "path": n, "size": None, "oid": "0" * 40}
+                        elif n.endswith(".safetensors"):
                             entry["lfs"] = {"oid": etag_of(n, data), "size": len(data),
                                             "pointerSize": 134}  # fmt: skip
                         entries.append(entry)
-                    self._json(200, entries)
+                    self._json(200, entries + hub.tree_extra)
                     return
                 siblings = [{"rfilename": n} for n in names]
                 self._json(200, {"id": repo, "modelId": repo, "sha": COMMIT, "private": False,
@@ -112,8 +130,8 @@ class ResumeHub:
                 if data is None:
                     self._send(404, {"X-Error-Code": "EntryNotFound", "Content-Length": "0"})
                     return
-                self._send(200, {**self._file_headers(key, data),
-                                 "Content-Length": str(len(data))})  # fmt: skip
+                length = {} if key in hub.bare else {"Content-Length": str(len(data))}
+                self._send(200, {**self._file_headers(key, data), **length})
 
             def do_GET(self) -> None:
                 if self.path.startswith("/api/models/"):
@@ -142,9 +160,13 @@ class ResumeHub:
                     start = start + 1 if quirk == "shift" else start
                     headers["Content-Range"] = f"bytes {start}-{len(data) - 1}/{len(data)}"
                 body = data[start:]
-                headers["Content-Length"] = str(len(body))
+                if key not in hub.unframed:
+                    headers["Content-Length"] = str(len(body))
                 get = Get(key, rng, status)
                 hub.gets.append(get)
+                if key in hub.short or key in hub.drip:
+                    self._misbehave(key, status, headers, body, get)
+                    return
                 if key in hub.stall:
                     body = body[: max(0, hub.stall.pop(key) - start)]
                     with contextlib.suppress(OSError):
@@ -158,6 +180,22 @@ class ResumeHub:
                 with contextlib.suppress(OSError):
                     self._send(status, headers, body)
                     get.sent = len(body)
+
+            def _misbehave(
+                self, key: str, status: int, headers: dict[str, str], body: bytes, get: Get
+            ) -> None:
+                self.close_connection = True
+                with contextlib.suppress(OSError):
+                    self._send(status, headers)
+                    if key in hub.short:
+                        self.wfile.write(body[: hub.short[key]])
+                        get.sent = min(len(body), hub.short[key])
+                        return  # the connection closes short of the Content-Length
+                    self.wfile.write(body[:1])
+                    self.wfile.flush()
+                    get.sent = 1
+                    hub.served.setdefault(key, threading.Event()).set()
+                    hub.release.wait(120)
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True

@@ -57,6 +57,12 @@ def server(tmp_path_factory: pytest.TempPathFactory, hub: FakeHub) -> Iterator[S
     srv.stop()
 
 
+def operator(server: Server) -> httpx.Client:
+    """A client holding the operator token, which starting and cancelling downloads need."""
+    token = (server.data_dir / "operator-token").read_text().strip()
+    return server.client(headers={"Authorization": f"Bearer {token}"})
+
+
 def wait_state(client: httpx.Client, download_id: str, states: set[str]) -> dict[str, Any]:
     """Poll the download until it reaches one of ``states`` (bounded)."""
     deadline = time.monotonic() + 120
@@ -71,7 +77,7 @@ def wait_state(client: httpx.Client, download_id: str, states: set[str]) -> dict
 def test_a_hub_download_is_cancelled_then_resumed_to_the_end(server: Server, hub: FakeHub):
     key = "acme/small-lm/model.safetensors"
     hub.hold[key] = threading.Event()
-    with server.client() as c:
+    with operator(server) as c:
         r = c.post("/v1/downloads", json={"source": "hf:acme/small-lm"})
         assert r.status_code == 202, r.text
         first = r.json()["downloadId"]
@@ -100,7 +106,7 @@ def test_a_hub_download_is_cancelled_then_resumed_to_the_end(server: Server, hub
 
 
 def test_a_nodes_recommended_files_download(server: Server):
-    with server.client() as c:
+    with operator(server) as c:
         r = c.post("/v1/downloads", json={"node": "modelpack/needs-models"})
         assert r.status_code == 202, r.text
         assert {f["path"] for f in r.json()["files"]} == {
@@ -116,7 +122,7 @@ def test_a_nodes_recommended_files_download(server: Server):
 
 
 def test_bad_download_requests_are_named(server: Server):
-    with server.client() as c:
+    with operator(server) as c:
         bad = c.post("/v1/downloads", json={"source": "acme/x"})
         assert bad.status_code == 422 and "not a Hugging Face source" in bad.text
         assert c.post("/v1/downloads", json={}).status_code == 422

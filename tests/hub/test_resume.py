@@ -127,7 +127,8 @@ def test_the_downloads_api_resumes_a_cancelled_download_from_its_stage(tmp_path:
         served = hub.stall_at(TINY_KEY, CUT)
         srv = start_server(tmp_path / "data", tmp_path, env_for(tmp_path, hub))
         try:
-            with srv.client() as c:
+            token = (tmp_path / "data" / "operator-token").read_text().strip()
+            with srv.client(headers={"Authorization": f"Bearer {token}"}) as c:
                 r = c.post("/v1/downloads", json={"node": "modelpack/needs-models"})
                 assert r.status_code == 202, r.text
                 first = r.json()["downloadId"]

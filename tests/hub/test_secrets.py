@@ -40,8 +40,8 @@ def test_a_call_gets_only_the_secrets_its_params_name(tmp_path: Path):
     params = {"api_key_secret": "ANTHROPIC_API_KEY", "model": "GEMINI_API_KEY",
               "other_secret": "MISSING", "n_secret": 3}  # fmt: skip
     assert named_secrets(params) == ["ANTHROPIC_API_KEY", "MISSING"]
-    assert secrets_for_call(tmp_path, params) == {"ANTHROPIC_API_KEY": "sk-a"}
-    assert secrets_for_call(tmp_path, {"prompt": "hi"}) == {}
+    assert secrets_for_call(tmp_path, params, "anthropic/complete") == {"ANTHROPIC_API_KEY": "sk-a"}
+    assert secrets_for_call(tmp_path, {"prompt": "hi"}, "anthropic/complete") == {}
 
 
 def test_hosted_text_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -1,4 +1,5 @@
-"""The operator token: what installing packs or granting consents over HTTP requires.
+"""The operator token: what installing packs, granting consents, and starting or cancelling
+downloads (which may name a secret) over HTTP require.
 
 With ``INLINE_TOKEN`` set it is that token. Without one, the host keeps a random token in
 ``<data dir>/operator-token`` (mode 0600, created once): a local tool that may administer
@@ -60,7 +61,7 @@ def guard_operator(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteH
     token: str = connection.app.state.operator_token
     if not bearer_matches(connection.headers.get("authorization"), token):
         raise NotAuthorizedException(
-            "Installing, changing or removing packs and granting consents over HTTP needs the "
-            "operator token: send 'Authorization: Bearer <token>' with INLINE_TOKEN, or with "
-            "the token in <data dir>/operator-token."
+            "Installing, changing or removing packs, granting consents, and starting or "
+            "cancelling downloads over HTTP need the operator token: send 'Authorization: "
+            "Bearer <token>' with INLINE_TOKEN, or with the token in <data dir>/operator-token."
         )

@@ -1,5 +1,7 @@
 """``/v1/downloads``: what a UI's model popup calls. Loopback clients, or anyone holding the
-token (downloads write to disk, as pack management does)."""
+token (downloads write to disk, as pack management does); starting and cancelling one also
+needs the operator token (``guard._operator``), which a web page cannot read, so that no page
+can fill the disk or name a secret. Past ``INLINE_MAX_DOWNLOADS`` running, downloads queue."""
 
 from __future__ import annotations
 
@@ -17,12 +19,14 @@ from litestar.handlers import BaseRouteHandler
 from litestar.params import FromPath, JSONBody
 
 from .._settings import Settings
+from ..guard import guard_operator
 from ._downloads import DownloadRefused, DownloadService
 
 
 class DownloadBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):
     """``{"source": "hf:ORG/NAME[@REV]"}`` or ``{"node": "alibaba/z-image-turbo"}``; for a gated
-    repo, ``tokenSecret`` names the secret holding a Hub token (else the server's ``HF_TOKEN``)."""
+    repo, ``tokenSecret`` names the secret holding a Hub token (stored for service ``hf``; else
+    the server's ``HF_TOKEN``)."""
 
     source: str | None = None
     node: str | None = None
@@ -51,17 +55,21 @@ def guard_downloads(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRoute
 
 
 def handle_refused(_: Request[Any, Any, Any], exc: DownloadRefused) -> Response[Any]:
-    codes = {403: "forbidden", 404: "not_found", 422: "invalid", 503: "unavailable"}
-    return _error(exc.status, codes.get(exc.status, "invalid"), str(exc))
+    codes = {403: "forbidden", 404: "not_found", 422: "invalid", 429: "too_many",
+             503: "unavailable"}  # fmt: skip
+    response = _error(exc.status, codes.get(exc.status, "invalid"), str(exc))
+    if exc.retry_after is not None:
+        response.headers["Retry-After"] = str(exc.retry_after)
+    return response
 
 
 class DownloadsController(Controller):
     path = "/v1/downloads"
-    guards: ClassVar = [guard_downloads]
+    guards: ClassVar = [guard_downloads, guard_operator]
     exception_handlers: ClassVar = {DownloadRefused: handle_refused}
 
-    @post(summary="Start a download: a Hub repo (hf:ORG/NAME) or a node's recommended files",
-          status_code=202)  # fmt: skip
+    @post(summary="Start (or queue) a download: a Hub repo (hf:ORG/NAME) or a node's "
+                  "recommended files; needs the operator token", status_code=202)  # fmt: skip
     async def start(
         self, downloads: NamedDependency[DownloadService], data: JSONBody[DownloadBody]
     ) -> dict[str, Any]:
@@ -79,8 +87,8 @@ class DownloadsController(Controller):
     ) -> dict[str, Any]:
         return downloads.get(download_id).view()
 
-    @delete("/{download_id:str}", summary="Cancel a download (staged bytes stay, to resume)",
-            status_code=200)  # fmt: skip
+    @delete("/{download_id:str}", summary="Cancel a download (staged bytes stay, to resume); "
+            "needs the operator token", status_code=200)  # fmt: skip
     async def cancel(
         self, downloads: NamedDependency[DownloadService], download_id: FromPath[str]
     ) -> dict[str, Any]:

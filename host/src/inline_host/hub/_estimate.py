@@ -17,12 +17,14 @@ from inline_core import GIB, Component, Estimate, HeaderError, activation_bytes,
 from .._settings import Settings
 from ..models._fit import budget_of, fit_answer
 from ..workers._inventory import probe
-from ._hf import WEIGHT_SUFFIXES, HubError, ImportPlan, infer_category
+from ._hf import METADATA_LIMIT, WEIGHT_SUFFIXES, HubError, ImportPlan, infer_category, read_limited
 
 #: Bytes of the first ranged read: the whole header of nearly every file (a shard of a large
 #: LLM lists a few hundred tensors, ~100 bytes each).
 FIRST_READ: Final = 100_000
-MAX_HEADER: Final = 100 << 20
+#: A longer header is not read: the file is sized by its bytes (safetensors allows 100 MB; a
+#: real one is under a few MB).
+MAX_HEADER: Final = METADATA_LIMIT
 DTYPE_SIZES: Final = {
     "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1,
     "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "U16": 2, "U32": 4, "U64": 8, "F8_E8M0": 1,
@@ -72,18 +74,17 @@ def by_size(path: str, size: int) -> FileCount:
 
 def remote_header(url: str, size: int | None, headers: dict[str, str]) -> dict[str, Any] | None:
     """A safetensors header over HTTP: one ranged read (two for a header longer than the first
-    read); None when the file holds no header."""
-    from huggingface_hub.utils import get_session, hf_raise_for_status
-
-    session = get_session()
+    read), never more than ``MAX_HEADER`` bytes; None when the file holds no header (or one
+    longer than that)."""
 
     def read(start: int, end: int) -> bytes:
-        r = session.get(url, headers={**headers, "Range": f"bytes={start}-{end}"},
-                        follow_redirects=True)  # fmt: skip
-        hf_raise_for_status(r)
-        data = r.content
-        # a server that ignores ranges sends the whole file: keep only what was asked
-        return data[: end - start + 1] if r.status_code == 200 else data
+        ask = {**headers, "Range": f"bytes={start}-{end}"}
+        # a server that ignores ranges sends the whole file: only what was asked is read
+        name = url.rsplit("/", 1)[-1]
+        status, data = read_limited(url, ask, name, limit=end - start + 1)
+        if status == 206 or start == 0:
+            return data
+        return read_limited(url, ask, name, limit=end + 1)[1][start:]  # from zero, cut
 
     last = (min(size, FIRST_READ) if size else FIRST_READ) - 1
     head = read(0, last)

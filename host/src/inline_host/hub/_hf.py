@@ -3,7 +3,9 @@
 ``hf:ORG/NAME[@REVISION]`` is resolved to one commit; the file list (with sizes, from the
 Hub's tree) is filtered by the task's ignore patterns; the same list feeds the download and the
 estimate, so the figures describe what is staged. Only metadata is read here (the repo's info,
-its tree, ``config.json`` / ``model_index.json``): nothing is written.
+its tree, ``config.json`` / ``model_index.json``): nothing is written. A metadata file is read
+whole within ``INLINE_HUB_TIMEOUT`` and only up to ``METADATA_LIMIT``; a tree entry naming a
+path outside the repo's folder (``../x``) refuses the repo.
 """
 
 from __future__ import annotations
@@ -11,14 +13,18 @@ from __future__ import annotations
 import fnmatch
 import json
 import os
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 from ..models._catalogs import UnsafeName, check_name
-from ..models._pull import Fetch
-from ._secrets import SecretStore
+from ..models._pull import Fetch, hub_timeout, safe_relative
+from ._secrets import HUB_SERVICE, SecretError, SecretStore
+
+#: The most bytes of a metadata file (``config.json``, a safetensors header) read into memory.
+METADATA_LIMIT: Final = 16 << 20
 
 #: ``--as`` values and the folder of ``models/`` each lands in.
 CATEGORY_DIRS: Final = {
@@ -122,13 +128,10 @@ def resolve_token(data_dir: Path, token_secret: str | None) -> str | None:
     ``HF_TOKEN`` itself). Never a token on the command line."""
     if token_secret is None:
         return None
-    value = SecretStore(data_dir).get(token_secret)
-    if not value:
-        raise HubError(
-            f"the secret '{token_secret}' is not set: store it with 'inline secrets set "
-            f"{token_secret}'"
-        )
-    return value
+    try:
+        return SecretStore(data_dir).for_service(token_secret, HUB_SERVICE)
+    except SecretError as exc:
+        raise HubError(str(exc)) from None
 
 
 def _hub_error(source: HubSource, exc: BaseException, token: str | None) -> HubError:
@@ -178,37 +181,95 @@ def _guard(source: HubSource, token: str | None, fn: Callable[[], Any]) -> Any:
         raise
 
 
+def _size_of(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _remote_file(e: Any) -> RemoteFile:
+    """A tree entry as a ``RemoteFile``: its path checked, its size kept only if it is one."""
+    path = e.path if isinstance(e.path, str) else repr(e.path)
+    if not safe_relative(path):
+        raise ValueError(f"a file named {path!r}, which would land outside the model's folder")
+    lfs = e.lfs
+    if lfs is not None:
+        sha = lfs.sha256 if isinstance(lfs.sha256, str) else None
+        return RemoteFile(path, _size_of(lfs.size), sha)
+    return RemoteFile(path, _size_of(e.size))
+
+
 def list_repo(source: HubSource, token: str | None) -> tuple[str, list[RemoteFile]]:
-    """The commit ``source`` names and its files (paths and sizes), from the Hub's metadata."""
+    """The commit ``source`` names and its files (paths and sizes), from the Hub's metadata.
+    A tree that lists a path outside the repo's folder, or is malformed, refuses the repo."""
     from huggingface_hub import HfApi
     from huggingface_hub.hf_api import RepoFile
+    from huggingface_hub.utils import get_session
 
+    wait = hub_timeout()
+    get_session().timeout = wait  # type: ignore[assignment]  # the tree's pages take no timeout
     api = HfApi(endpoint=endpoint())
-    info = _guard(source, token, lambda: api.model_info(source.repo, revision=source.revision,
-                                                        token=token))  # fmt: skip
-    commit = str(info.sha or source.revision or "main")
-    tree = _guard(source, token, lambda: list(api.list_repo_tree(
-        source.repo, revision=commit, recursive=True, token=token)))  # fmt: skip
-    files = [
-        RemoteFile(e.path, e.lfs.size, e.lfs.sha256)
-        if e.lfs is not None
-        else RemoteFile(e.path, e.size)
-        for e in tree
-        if isinstance(e, RepoFile)
-    ]
+    try:
+        info = _guard(source, token, lambda: api.model_info(
+            source.repo, revision=source.revision, token=token, timeout=wait))  # fmt: skip
+        commit = str(info.sha or source.revision or "main")
+        tree = _guard(source, token, lambda: list(api.list_repo_tree(
+            source.repo, revision=commit, recursive=True, token=token)))  # fmt: skip
+        files = [_remote_file(e) for e in tree if isinstance(e, RepoFile)]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        reason = str(exc).strip("'\"") or type(exc).__name__
+        raise HubError(f"{source}: the Hub's file list is refused: {reason}") from None
     return commit, sorted(files, key=lambda f: f.path)
 
 
+def read_limited(
+    url: str, headers: dict[str, str], what: str, *, limit: int = METADATA_LIMIT
+) -> tuple[int, bytes]:
+    """GET ``url`` into memory: (status, body), at most ``limit`` bytes (a ranged read asks for
+    fewer: a server that ignores the range is read only that far), the whole answer within
+    ``INLINE_HUB_TIMEOUT``. ``HubError`` for a body beyond ``limit`` or a server too slow."""
+    from huggingface_hub.utils import get_session, hf_raise_for_status
+
+    wait = hub_timeout()
+    deadline = time.monotonic() + wait
+    ranged = "Range" in headers
+    with get_session().stream("GET", url, headers=headers, follow_redirects=True,
+                              timeout=wait) as r:  # fmt: skip
+        hf_raise_for_status(r)
+        length = r.headers.get("Content-Length", "").strip()
+        if not ranged and length.isdigit() and int(length) > limit:
+            raise HubError(_too_big(what, int(length), limit))
+        body = bytearray()
+        for chunk in r.iter_bytes():
+            body += chunk
+            if len(body) > limit:
+                if ranged:
+                    return r.status_code, bytes(body[:limit])
+                raise HubError(_too_big(what, None, limit))
+            if time.monotonic() > deadline:
+                raise HubError(
+                    f"{what}: not received whole within {wait:g} s (INLINE_HUB_TIMEOUT): the "
+                    "server sends too slowly or stalls"
+                )
+        return r.status_code, bytes(body)
+
+
+def _too_big(what: str, size: int | None, limit: int) -> str:
+    told = f"is {size / 1e6:.1f} MB" if size is not None else "goes on"
+    return (
+        f"{what} {told}, past the {limit >> 20} MiB a metadata file may be: refused (not a "
+        "model's metadata)"
+    )
+
+
 def read_remote_json(source: HubSource, commit: str, path: str, token: str | None) -> Any:
-    """A small JSON file of the repo (``config.json``...), read into memory, never saved."""
+    """A small JSON file of the repo (``config.json``...), read into memory (at most
+    ``METADATA_LIMIT``), never saved."""
     from huggingface_hub import hf_hub_url
-    from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+    from huggingface_hub.utils import build_hf_headers
 
     def get() -> Any:
         url = hf_hub_url(source.repo, path, revision=commit)
-        r = get_session().get(url, headers=build_hf_headers(token=token), follow_redirects=True)
-        hf_raise_for_status(r)
-        return r.json()
+        _, body = read_limited(url, build_hf_headers(token=token), f"{source}: {path}")
+        return json.loads(body)
 
     try:
         return _guard(source, token, get)

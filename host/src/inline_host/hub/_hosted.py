@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from ._secrets import SecretError, SecretStore
+from ._secrets import SecretError, SecretStore, node_service
 
 #: provider prefix -> (node type, the secret its node names by default)
 PROVIDERS: Final = {
@@ -36,7 +36,7 @@ class HostedModel:
     model: str
     secret: str
     owned_by: str
-    #: whether the secret its node names is stored (the model can be called now)
+    #: whether the secret its node names is stored for its service (it can be called now)
     available: bool
 
     def params(self) -> dict[str, Any]:
@@ -53,7 +53,7 @@ def hosted_model(model_id: str, data_dir: Path | None = None) -> HostedModel | N
     held = False
     if data_dir is not None:
         try:
-            held = SecretStore(data_dir).get(secret) is not None
+            held = SecretStore(data_dir).service_of(secret) == node_service(node)
         except SecretError:
             held = False
     return HostedModel(model_id, node, model, secret, provider, held)

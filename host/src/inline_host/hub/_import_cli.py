@@ -12,6 +12,7 @@ from inline_core import GIB
 
 from .._settings import Settings
 from ..models._pull import PullError
+from ..models._transfer import disk_problem
 from ._estimate import estimate_folder, estimate_plan
 from ._hf import CATEGORY_DIRS, HubError, describe, parse_source, plan_import, resolve_token
 from ._import import pending, run_import, stage_dir
@@ -87,7 +88,9 @@ def _import(plan: Any, models_dir: Path, *, dry_run: bool, as_json: bool) -> int
         return 0
     try:
         print(run_import(plan, models_dir))
-    except PullError as exc:
+    except (PullError, OSError) as exc:
+        if isinstance(exc, OSError):  # moving the finished folder into place: a full disk...
+            exc = PullError(disk_problem(exc, Path(exc.filename or plan.dest)))
         print(f"error: {exc}", file=sys.stderr)
         print(f"Run the command again to resume ({stage_dir(plan, models_dir)}).",
               file=sys.stderr)  # fmt: skip

@@ -1,20 +1,31 @@
 """One download, run as its own process by the downloads service (so that cancelling it is
 stopping the process, and the host's event loop never waits on a transfer).
 
-Reads its job from stdin (JSON: the fetches, and for an import its plan); writes one JSON line
-per event to stdout: ``{"event": "start"|"done", "index": i}``, then ``{"event": "finished",
-"dest": ...}`` or ``{"event": "error", "message": ...}``.
+Run as ``python -m inline_host.hub._job PARENT_PID``. Reads its job from stdin (one line of
+JSON: the fetches, and for an import its plan); writes one JSON line per event to stdout:
+``{"event": "start"|"done", "index": i}``, then ``{"event": "finished", "dest": ...}`` or
+``{"event": "error", "message": ...}``.
+
+It dies with the host: the kernel sends it SIGTERM when its parent dies (``PR_SET_PDEATHSIG``,
+Linux), and wherever that is missing, its stdin, which the host holds open after the job line,
+reaching its end (the host is gone, even killed) ends it too; a parent gone before either was
+set up is seen by its pid. What was staged stays, so the next download resumes it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import json
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from ..models._pull import STAGING, Fetch, PullError, fetch
-from ..models._transfer import release_staging
+from ..models._transfer import disk_problem, release_staging
 from ._hf import HubSource, ImportPlan, RemoteFile
 from ._import import finalize, raw_staging
 
@@ -52,13 +63,48 @@ def fetch_to_json(f: Fetch) -> dict[str, Any]:
             "dest": str(f.dest), "size": f.size, "sha256": f.sha256}  # fmt: skip
 
 
+#: The exit status of a child whose host went away.
+ORPHANED: Final = 3
+_PR_SET_PDEATHSIG: Final = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """Ask the kernel for SIGTERM when the parent dies; exit now if it died already."""
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(OSError, AttributeError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+    if os.getppid() != parent:
+        os._exit(ORPHANED)
+
+
+def exit_at_end_of(fd: int) -> None:
+    """Watch the pipe ``fd`` (the host's end of it stays open while the host lives) in a
+    thread and exit the process when it ends. Read raw: a buffered reader's lock held by this
+    thread would abort the interpreter's shutdown."""
+
+    def watch() -> None:
+        with contextlib.suppress(OSError):
+            while os.read(fd, 4096):
+                pass
+        os._exit(ORPHANED)
+
+    threading.Thread(target=watch, name="host-watch", daemon=True).start()
+
+
 def _say(event: dict[str, Any]) -> None:
     sys.stdout.write(json.dumps(event) + "\n")
     sys.stdout.flush()
 
 
-def main() -> int:
-    doc = json.loads(sys.stdin.read())
+def main(argv: list[str]) -> int:
+    if argv:
+        die_with_parent(int(argv[0]))
+    line = sys.stdin.buffer.readline()
+    if not line:
+        return ORPHANED  # the host went away before it sent the job
+    exit_at_end_of(sys.stdin.fileno())
+    doc = json.loads(line)
     models_dir = Path(doc["modelsDir"])
     fetches = [Fetch(d["label"], d["repo"], d["path"], d["revision"], Path(d["dest"]), d["size"],
                      d.get("sha256")) for d in doc["fetches"]]  # fmt: skip
@@ -79,9 +125,13 @@ def main() -> int:
     except PullError as exc:
         _say({"event": "error", "message": str(exc)})
         return 1
+    except OSError as exc:  # moving the finished folder into place: a full disk...
+        where = Path(exc.filename) if exc.filename else models_dir / "x"
+        _say({"event": "error", "message": disk_problem(exc, where)})
+        return 1
     _say({"event": "finished", "dest": str(plan.dest) if plan else None})
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,4 +1,5 @@
-"""``inline secrets set|list|remove``: keys held by name, never given on the command line."""
+"""``inline secrets set|list|remove``: keys held by name, never given on the command line, each
+for one service (``--service``, inferred for well-known names)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import sys
 from typing import Any
 
 from .._settings import Settings
-from ._secrets import SecretError, SecretStore, check_secret_name
+from ._secrets import SecretError, SecretStore, check_secret_name, check_service
 
 
 def add_secrets_parser(subparsers: Any) -> None:
@@ -17,6 +18,10 @@ def add_secrets_parser(subparsers: Any) -> None:
     sub = secrets.add_subparsers(dest="secrets_command", required=True)
     put = sub.add_parser("set", help="store a secret; its value is read from stdin or a prompt")
     put.add_argument("name", help="e.g. ANTHROPIC_API_KEY")
+    put.add_argument("--service", metavar="NAME",
+                     help="what it may be used for: hf (the Hub), anthropic, google, openai, or "
+                          "the namespace of the nodes that use it; inferred for HF_*, "
+                          "ANTHROPIC_*, GEMINI_*, GOOGLE_*, OPENAI_*")  # fmt: skip
     sub.add_parser("list", help="the names of the stored secrets (never their values)")
     rm = sub.add_parser("remove", help="forget a secret")
     rm.add_argument("name")
@@ -38,8 +43,16 @@ def run_secrets(args: argparse.Namespace) -> int:
             return 0
         if args.secrets_command == "set":
             check_secret_name(args.name)
-            store.set(args.name, _read_value(args.name))
-            print(f"stored secret '{args.name}' in {store.path}", file=sys.stderr)
+            if args.service is not None:
+                check_service(args.service)
+            service = store.set(args.name, _read_value(args.name), args.service)
+            if service is None:
+                print(f"stored secret '{args.name}' in {store.path}, for no service: nothing "
+                      "uses it until it is set again with --service NAME (hf, anthropic, "
+                      "google, openai, or a node namespace)", file=sys.stderr)  # fmt: skip
+            else:
+                print(f"stored secret '{args.name}' for '{service}' in {store.path}",
+                      file=sys.stderr)  # fmt: skip
             return 0
         if args.secrets_command == "remove":
             if not store.remove(args.name):

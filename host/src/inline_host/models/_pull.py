@@ -9,6 +9,7 @@ explicit command downloads; a render never does.
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import sys
@@ -19,12 +20,14 @@ from urllib.parse import quote
 
 from inline_registry import ModelFile, pack_sources, read_manifest
 
+from .._settings import Settings
 from ._catalogs import UnsafeName, check_name
 from ._transfer import (
     Digest,
     TransferError,
     check,
     claim,
+    disk_problem,
     drop_other_versions,
     expected_digest,
     stage_file,
@@ -111,12 +114,32 @@ def plan_fetches(
         revision = m.revision or "main"
         if m.files:
             for name in m.files:
+                if not safe_relative(name):
+                    raise PullError(f"manifest entry '{m.label}': '{name}' is not a file name "
+                                    "inside its folder")  # fmt: skip
                 repo_path = f"{m.path.rstrip('/')}/{name}"
                 fetches.append(Fetch(f"{m.label} ({name})", m.repo, repo_path, revision,
                                      dest / name, None))  # fmt: skip
         else:
             fetches.append(Fetch(m.label, m.repo, m.path, revision, dest, m.size))
     return fetches
+
+
+def safe_relative(path: str) -> bool:
+    """Whether ``path`` (a repo's or a manifest's ``a/b/c``) stays inside the folder it is
+    joined to: relative, no ``..`` or empty part, no backslash or control character."""
+    parts = path.split("/")
+    return (
+        bool(path)
+        and not path.startswith("/")
+        and all(p not in ("", ".", "..") for p in parts)
+        and not any(c == "\\" or ord(c) < 32 for c in path)
+    )
+
+
+def hub_timeout() -> float:
+    """Seconds a Hub request may go without a byte (``INLINE_HUB_TIMEOUT``)."""
+    return Settings.from_env().hub_timeout
 
 
 def _present(f: Fetch) -> bool:
@@ -143,19 +166,24 @@ def fetch(
     *,
     token: str | None = None,
     say: Callable[[str], None] = _tell,
+    timeout: float | None = None,
 ) -> Path:
     """Download one file into its stage (resuming what is staged, from any earlier process),
     verify its size and hash, move it in place; ``f.dest``. ``say`` hears about resumes,
-    restarts and a corrupted stage."""
+    restarts and a corrupted stage; every read waits ``timeout`` seconds for a byte at most
+    (``INLINE_HUB_TIMEOUT``)."""
     from huggingface_hub import get_hf_file_metadata
     from huggingface_hub.errors import HfHubHTTPError
     from huggingface_hub.utils import build_hf_headers
 
     staging = staging_dir(f.repo, models_dir)
     what = f"{f.repo}/{f.path}"
+    wait = hub_timeout() if timeout is None else timeout
+    if not safe_relative(f.path):
+        raise PullError(f"{what}: not a file name inside the repo: refused")
     try:
         url = resolve_url(f)
-        meta = get_hf_file_metadata(url, token=token)
+        meta = get_hf_file_metadata(url, token=token, timeout=wait)
         expected = f.size if f.size is not None else meta.size
         if f.size is not None and meta.size is not None and meta.size != f.size:
             raise PullError(
@@ -169,9 +197,12 @@ def fetch(
             _room(f, models_dir, expected, part)
             headers = build_hf_headers(token=token)  # httpx drops it on a redirect elsewhere
             _download(url, part, expected, expected_digest(meta.etag, f.sha256),
-                      headers, what, say)  # fmt: skip
-            f.dest.parent.mkdir(parents=True, exist_ok=True)
-            os.replace(part, f.dest)
+                      headers, what, say, wait)  # fmt: skip
+            try:
+                f.dest.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(part, f.dest)
+            except OSError as exc:
+                raise TransferError(disk_problem(exc, f.dest)) from None
     except HfHubHTTPError as exc:  # the Hub answered: a missing file, a gated repo...
         status = getattr(getattr(exc, "response", None), "status_code", None)
         kind = f"HTTP {status}" if status else type(exc).__name__
@@ -182,6 +213,9 @@ def fetch(
     except PullError:
         raise
     except Exception as exc:  # connection refused, DNS, timeouts: every network error class
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            where = Path(exc.filename) if exc.filename else models_dir / "x"
+            raise PullError(disk_problem(exc, where)) from None
         if isinstance(exc, OSError) or type(exc).__module__.split(".")[0] in NETWORK_MODULES:
             raise unreachable(f, exc) from None
         raise
@@ -192,7 +226,10 @@ def _room(f: Fetch, models_dir: Path, expected: int | None, part: Path) -> None:
     left = (expected or 0) - (part.stat().st_size if part.is_file() else 0)
     free = shutil.disk_usage(models_dir).free
     if left > free:
-        raise PullError(f"{f.label} needs {left / 1e9:.1f} GB more, {free / 1e9:.1f} GB free")
+        raise PullError(
+            f"the disk is full for {f.label}: it needs {left / 1e9:.1f} GB more in "
+            f"{models_dir}, {free / 1e9:.1f} GB are free"
+        )
 
 
 def _download(
@@ -203,9 +240,12 @@ def _download(
     headers: dict[str, str],
     what: str,
     say: Callable[[str], None],
+    timeout: float,
 ) -> None:
     """Transfer into ``part`` and verify it; a stage that fails the check is deleted, and one
-    that was resumed is fetched once more from zero (its old bytes may be what was wrong)."""
+    that was resumed is fetched once more from zero (its old bytes may be what was wrong). A
+    file whose size nothing declared and whose hash is unknown is refused: it may be cut
+    short."""
     from huggingface_hub.utils import tqdm
 
     resumed = part.is_file() and part.stat().st_size > 0
@@ -213,9 +253,17 @@ def _download(
         start = part.stat().st_size if part.is_file() else 0
         with tqdm(total=size, initial=start, unit="B", unit_scale=True, unit_divisor=1024,
                   desc=what.rsplit("/", 1)[-1][-40:]) as bar:  # fmt: skip
-            transfer(url, part, size=size, headers=headers, what=what, say=say,
-                     progress=lambda done: bar.update(done - bar.n))  # fmt: skip
-        problem = check(part, size, digest)
+            declared = transfer(url, part, size=size, headers=headers, what=what, say=say,
+                                timeout=timeout,
+                                progress=lambda done: bar.update(done - bar.n))  # fmt: skip
+        if declared is None and digest is None:
+            part.unlink(missing_ok=True)
+            raise TransferError(
+                f"{what}: the server declared neither its size (no Content-Length) nor a hash "
+                "(no ETag, no LFS sha256), so a cut-short file cannot be told from a whole one: "
+                "refused; use a server that declares them"
+            )
+        problem = check(part, declared, digest)
         if problem is None:
             return
         part.unlink(missing_ok=True)

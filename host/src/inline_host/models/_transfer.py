@@ -11,14 +11,18 @@ How the server's answer is taken:
 - 200 to a ranged request (the Range ignored): the stage is emptied and filled from zero;
 - 206 with another range, or 416: the staged bytes are dropped and the whole file asked for.
 
-At the end the stage is checked against the declared size and, where the Hub gives one, its
-hash (the LFS sha256 of the tree or the ETag, or the git blob sha1 a small file's ETag is); a
-stage that does not match is deleted, and the caller says so.
+At the end the stage is checked against the declared size (the tree's LFS pointer, the HEAD's,
+else the GET's own ``Content-Length`` or ``Content-Range`` total) and, where the Hub gives one,
+its hash (the LFS sha256 of the tree or the ETag, or the git blob sha1 a small file's ETag is);
+a stage that does not match is deleted, and the caller says so. A file whose server declares
+neither a size nor a hash cannot be verified: the caller refuses it. Every read waits at most
+``timeout`` seconds for a byte.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import glob
 import hashlib
@@ -100,10 +104,24 @@ def _versions(staging: Path, path: str) -> list[Path]:
 
 
 def staged_bytes(staging: Path, path: str) -> int:
-    """The bytes staged for ``path`` (any version): the progress of a transfer under way."""
-    with contextlib.suppress(OSError):
-        return sum(p.stat().st_size for p in _versions(staging, path))
-    return 0
+    """The bytes staged for ``path``: the progress of the transfer under way (the stage
+    written last; a stage of another version, left by an interrupted try, is not counted)."""
+    newest: tuple[float, int] = (0.0, 0)
+    for p in _versions(staging, path):
+        with contextlib.suppress(OSError):
+            st = p.stat()
+            newest = max(newest, (st.st_mtime, st.st_size))
+    return newest[1]
+
+
+def disk_problem(exc: OSError, path: Path) -> str:
+    """One line for a local write that failed: a full disk names the folder it fills."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return (
+            f"the disk is full: no space left to write in {path.parent} ({exc.strerror}); free "
+            "some space, then run this again (it resumes)"
+        )
+    return f"cannot write {path}: {exc.strerror or exc}"
 
 
 def drop_other_versions(staging: Path, path: str, keep: Path) -> int:
@@ -122,8 +140,12 @@ def claim(staging: Path, path: str, what: str) -> Iterator[None]:
     """Hold ``path``'s stage lock for the block; ``TransferError`` when another download holds
     it (the kernel lets go of a killed process's lock)."""
     lock = staging / f"{path}.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with lock.open("a") as fh:
+    try:
+        lock.parent.mkdir(parents=True, exist_ok=True)
+        fh = lock.open("a")
+    except OSError as exc:
+        raise TransferError(disk_problem(exc, lock)) from None
+    with fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -162,35 +184,39 @@ def _mb(n: int | None) -> str:
     return "?" if n is None else f"{n / 1e6:.1f} MB"
 
 
-def _answer(r: Any, have: int, size: int | None, what: str, say: Callable[[str], None]) -> str:
+def _answer(
+    r: Any, have: int, size: int | None, what: str, say: Callable[[str], None]
+) -> tuple[str, int | None]:
     """How to take the response to a GET from byte ``have``: ``append`` (it continues the
     stage), ``restart`` (the whole file, from zero), ``drop`` (unusable: drop the stage and ask
-    again) or ``done`` (nothing is left to send)."""
+    again) or ``done`` (nothing is left to send); with the file's size as the answer declares
+    it (None when it declares none)."""
     from huggingface_hub.utils import hf_raise_for_status
 
     content_range = r.headers.get("Content-Range", "").strip()
     if r.status_code == 416:
         whole = _UNSATISFIED.fullmatch(content_range)
         if whole is not None and int(whole[1]) == have and size in (None, have):
-            return "done"
+            return "done", have
         say(f"{what}: the server cannot send from byte {have} (416): starting again from zero")
-        return "drop"
+        return "drop", None
     hf_raise_for_status(r)
     if r.status_code == 200:
-        length = r.headers.get("Content-Length")
-        if size is not None and length is not None and length.isdigit() and int(length) != size:
+        length = r.headers.get("Content-Length", "").strip()
+        total = int(length) if length.isdigit() else None
+        if size is not None and total is not None and total != size:
             raise TransferError(f"{what}: the server sends {length} bytes, the file has {size}")
         if have:
             say(f"{what}: the server ignored the range and sends the whole file: from zero")
-        return "restart"
+        return "restart", total
     if r.status_code != 206:
         raise TransferError(f"{what}: the server answered HTTP {r.status_code}, not the file")
     m = _CONTENT_RANGE.fullmatch(content_range)
     if m is not None and int(m[1]) == have and (size is None or m[3] in ("*", str(size))):
-        return "append"
+        return "append", int(m[3]) if m[3].isdigit() else None
     say(f"{what}: asked for bytes {have}-, the server sent "
         f"{content_range or 'no Content-Range'}: starting again from zero")  # fmt: skip
-    return "drop"
+    return "drop", None
 
 
 def _write(r: Any, part: Path, mode: str, progress: Callable[[int], object]) -> None:
@@ -203,7 +229,7 @@ def _write(r: Any, part: Path, mode: str, progress: Callable[[int], object]) -> 
                 done += len(chunk)
                 progress(done)
     except OSError as exc:  # the disk: full, read-only... (network errors are httpx's)
-        raise TransferError(f"cannot write {part}: {exc.strerror or exc}") from None
+        raise TransferError(disk_problem(exc, part)) from None
 
 
 def transfer(
@@ -214,16 +240,21 @@ def transfer(
     headers: dict[str, str],
     what: str,
     say: Callable[[str], None],
+    timeout: float,
     progress: Callable[[int], object] = lambda _: None,
-) -> None:
+) -> int | None:
     """Fill ``part`` with the file at ``url`` (``size`` bytes if known), from the bytes it
-    already holds. Dropped connections are resumed in place; ``RETRIES`` attempts in a row
-    without a new byte give up (the network error, or ``TransferError``)."""
-    from huggingface_hub import constants
+    already holds; the size declared (``size``, else the server's), None when nothing declared
+    one. Dropped connections are resumed in place; ``RETRIES`` attempts in a row without a new
+    byte give up (the network error, or ``TransferError``); ``timeout`` seconds without a byte
+    is such an attempt."""
     from huggingface_hub.utils import get_session
 
     session = get_session()
-    part.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        part.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise TransferError(disk_problem(exc, part)) from None
     failures, best = 0, 0  # attempts in a row without a new byte; the most bytes staged yet
     while True:
         have = _size(part)
@@ -234,7 +265,7 @@ def transfer(
         elif have > best:
             failures, best = 0, have
         if size is not None and have == size and part.is_file():
-            return
+            return size
         if failures >= RETRIES:
             raise TransferError(f"{what}: no progress after {RETRIES} attempts; run it again")
         ask = {**headers, "Accept-Encoding": "identity"}
@@ -243,10 +274,11 @@ def transfer(
             say(f"{what}: resuming from {_mb(have)} of {_mb(size)}")
         try:
             with session.stream("GET", url, headers=ask, follow_redirects=True,
-                                timeout=constants.HF_HUB_DOWNLOAD_TIMEOUT) as r:  # fmt: skip
-                how = _answer(r, have, size, what, say)
+                                timeout=timeout) as r:  # fmt: skip
+                how, total = _answer(r, have, size, what, say)
+                size = size if total is None else total  # a known size is never contradicted
                 if how == "done":
-                    return
+                    return size
                 if how == "drop":
                     part.unlink(missing_ok=True)
                     failures += 1
@@ -263,7 +295,7 @@ def transfer(
             time.sleep(min(failures, 5))  # a brief back-off before asking the server again
             continue
         if size is None:
-            return  # the body ended as declared (httpx checks the Content-Length)
+            return None  # a body that declared no length ended: only a hash can verify it
         failures += _size(part) <= have  # an answer that brought no byte counts as a failure
 
 
