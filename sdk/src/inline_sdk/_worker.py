@@ -96,13 +96,40 @@ def remote_error(exc: BaseException) -> RemoteError:
     )
 
 
+#: A secret's pieces this long or longer are hidden too (providers echo a key's last characters).
+_PIECE = 4
+
+
 def redact(error: RemoteError, values: Iterable[str]) -> RemoteError:
-    """``error`` with every secret value in it replaced by ``***`` (an SDK may echo a key)."""
+    """``error`` with every secret value in it replaced by ``***``: whole, and any piece of
+    ``_PIECE`` characters or more of it (an API that masks a key as ``sk-...a1b2c3`` still
+    hands back its tail)."""
     message, tb = error.message, error.traceback
     for value in values:
         if value:
-            message, tb = message.replace(value, "***"), tb.replace(value, "***")
+            message, tb = scrub(message, value), scrub(tb, value)
     return RemoteError(type=error.type, message=message, traceback=tb)
+
+
+def scrub(text: str, secret: str) -> str:
+    """``text`` with ``secret`` and every run of at least ``_PIECE`` of its characters that
+    appears in it replaced by ``***``."""
+    text = text.replace(secret, "***")
+    if len(secret) < 2 * _PIECE:  # too short for pieces to be told from chance
+        return text
+    out: list[str] = []
+    i, start = 0, 0
+    while i <= len(text) - _PIECE:
+        if text[i : i + _PIECE] in secret:
+            end = i + _PIECE
+            while end < len(text) and text[i : end + 1] in secret:
+                end += 1
+            out += [text[start:i], "***"]
+            i = start = end
+        else:
+            i += 1
+    out.append(text[start:])
+    return "".join(out)
 
 
 def _plugins(pack: str) -> tuple[metadata.EntryPoint, pluggy.PluginManager]:

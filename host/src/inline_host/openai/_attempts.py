@@ -8,7 +8,9 @@ made the first time. Without one, a retry (``x-stainless-retry-count`` of 1 or m
 the runs of the latest first try of the same body on the same route, made at most ``WINDOW``
 seconds before; ``Attempts`` keeps the newest ``KEEP`` first tries in memory. The body is what
 a retry is known by: an image without a seed draws its seed per run, so two runs of one request
-never share a graph.
+never share a graph. A cancelled run has no answer to repeat (its client went, or the host
+restarted under it: ``_listeners``): a retry that finds one makes a new run instead (with a key,
+under the next of ``REDO`` ``clientRunId`` generations). Every run made here is request-scoped.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ __all__ = ("KEEP", "WINDOW", "Attempt", "Attempts", "provide_attempts", "submit_
 KEEP: Final = 1024
 #: Seconds a first try stays findable: past the SDK's default timeout (600 s) and backoff.
 WINDOW: Final = 900.0
+#: Runs a keyed request makes again, at most, when each one it finds was cancelled.
+REDO: Final = 8
 STATE_KEY: Final = "openai_attempts"
 
 
@@ -53,12 +57,14 @@ class Attempt:
             retry = False
         return cls(route, hashlib.sha256(raw).hexdigest(), key, retry)
 
-    def client_run_id(self, index: int) -> str | None:
-        """The ``clientRunId`` of the request's run ``index`` (None without a key)."""
+    def client_run_id(self, index: int, redo: int = 0) -> str | None:
+        """The ``clientRunId`` of the request's run ``index`` (None without a key); ``redo``:
+        how many runs of it were cancelled before."""
         if self.key is None:
             return None
         key = hashlib.sha256(self.key.encode()).hexdigest()[:32]
-        return f"openai:{self.route}:{key}:{self.digest[:32]}:{index}"
+        again = f"~{redo}" if redo else ""
+        return f"openai:{self.route}:{key}:{self.digest[:32]}:{index}{again}"
 
 
 class Attempts:
@@ -117,20 +123,25 @@ async def submit_once(
     service: RunService, attempts: Attempts, attempt: Attempt, docs: list[dict[str, Any]]
 ) -> list[str]:
     """The run ids for ``docs`` (one run request each): those of the first try ``attempt``
-    repeats, else new runs (with their ``clientRunId`` when the request has a key). Raises
-    what ``RunService.submit`` raises."""
+    repeats, else new runs (with their ``clientRunId`` when the request has a key), scoped to
+    the request. Raises what ``RunService.submit`` raises."""
     found = attempts.find(attempt)
-    if (
-        found is not None
-        and len(found) == len(docs)
-        and all(service.state(run_id) is not None for run_id in found)
-    ):
+    if found is not None and len(found) == len(docs) and all(_answers(service, r) for r in found):
         return found
     run_ids = []
     for i, doc in enumerate(docs):
-        client_run_id = attempt.client_run_id(i)
-        body = doc if client_run_id is None else {**doc, "clientRunId": client_run_id}
-        run_id, _status, _created = await service.submit(body)
+        for redo in range(REDO):
+            client_run_id = attempt.client_run_id(i, redo)
+            body = doc if client_run_id is None else {**doc, "clientRunId": client_run_id}
+            run_id, status, created = await service.submit(body, scoped=True)
+            if created or status != "cancelled":
+                break
         run_ids.append(run_id)
     attempts.remember(attempt, run_ids)
     return run_ids
+
+
+def _answers(service: RunService, run_id: str) -> bool:
+    """Whether a retry may attach to ``run_id``: it is known and not cancelled."""
+    state = service.state(run_id)
+    return state is not None and state.status != "cancelled"

@@ -24,6 +24,8 @@ NODE_TYPE: Final = "text/complete"
 NODE_ID: Final = "complete"
 #: Argument fragments of a streamed tool call are at most this many characters.
 ARGUMENT_PIECE: Final = 16
+#: A seed is a signed 64-bit integer (what crosses to a pack, and what OpenAI takes).
+SEED_RANGE: Final = range(-(2**63), 2**63)
 
 
 def _content(msg: dict[str, Any], i: int) -> str:
@@ -45,8 +47,37 @@ def _content(msg: dict[str, Any], i: int) -> str:
                       param=f"messages[{i}].content")  # fmt: skip
 
 
+def _tool_calls(calls: Any, i: int) -> list[dict[str, Any]]:
+    """An assistant message's ``tool_calls`` as OpenAI sends them, each checked:
+    ``{id, type: "function", function: {name, arguments}}`` with strings throughout."""
+    where = f"messages[{i}].tool_calls"
+    if not isinstance(calls, list):
+        raise OpenAIError(400, f"{where} must be a list of tool calls", param=where)
+    out = []
+    for j, call in enumerate(calls):
+        at = f"{where}[{j}]"
+        fn = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(call, dict) or not isinstance(fn, dict):
+            raise OpenAIError(400, f"{at} must be an object with a 'function' object", param=at)
+        if call.get("type", "function") != "function":
+            raise OpenAIError(400, f"{at}.type must be 'function'", param=f"{at}.type")
+        for key, value in (("id", call.get("id")), ("function.name", fn.get("name"))):
+            if not isinstance(value, str) or not value:
+                raise OpenAIError(
+                    400, f"{at}.{key} must be a non-empty string", param=f"{at}.{key}"
+                )
+        arguments = fn.get("arguments", "")
+        if not isinstance(arguments, str):
+            raise OpenAIError(400, f"{at}.function.arguments must be a string (of JSON)",
+                              param=f"{at}.function.arguments")  # fmt: skip
+        function = {"name": fn["name"], "arguments": arguments}
+        out.append({"id": call["id"], "type": "function", "function": function})
+    return out
+
+
 def messages_param(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The node's ``messages``: roles checked, content parts joined, tool calls kept."""
+    """The node's ``messages``: roles checked, content parts joined, tool calls checked (a
+    conversation of system messages alone has nothing to answer)."""
     if not messages:
         raise OpenAIError(400, "messages must not be empty", param="messages")
     out = []
@@ -58,11 +89,18 @@ def messages_param(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
             raise OpenAIError(400, f"messages[{i}].role {role!r} is not supported",
                               param=f"messages[{i}].role")  # fmt: skip
         item: dict[str, Any] = {"role": role, "content": _content(msg, i)}
-        if role == "assistant" and msg.get("tool_calls"):
-            item["tool_calls"] = msg["tool_calls"]
-        if role == "tool" and msg.get("tool_call_id"):
+        calls = _tool_calls(msg["tool_calls"], i) if msg.get("tool_calls") is not None else []
+        if role == "assistant" and calls:
+            item["tool_calls"] = calls
+        if role == "tool" and msg.get("tool_call_id") is not None:
+            if not isinstance(msg["tool_call_id"], str):
+                raise OpenAIError(400, f"messages[{i}].tool_call_id must be a string",
+                                  param=f"messages[{i}].tool_call_id")  # fmt: skip
             item["tool_call_id"] = msg["tool_call_id"]
         out.append(item)
+    if all(m["role"] == "system" for m in out):
+        raise OpenAIError(400, "messages hold only system messages: add a user message to "
+                          "answer", param="messages")  # fmt: skip
     return out
 
 
@@ -90,6 +128,9 @@ def run_request(
             raise OpenAIError(400, "top_p must be between 0 and 1", param="top_p")
         params["top_p"] = req.top_p
     if req.seed is not None:
+        if req.seed not in SEED_RANGE:
+            raise OpenAIError(400, "seed must be a 64-bit integer (from -2**63 to 2**63 - 1)",
+                              param="seed")  # fmt: skip
         params["seed"] = req.seed
     if req.stop:
         params["stop"] = [req.stop] if isinstance(req.stop, str) else list(req.stop)

@@ -6,7 +6,9 @@ The worker reports a node's exception by its type (``LiveRun.failure_types``), a
 ``model_not_found`` (the model cannot be served here; the message lists the files and the
 command that fetches them, when the node says so), a missing secret is a 400 ``secret_missing``
 naming it, and any other mistake (an input refused, params the node refused) a 400
-``invalid_input``. Everything else, a node's bug or a worker that died, is a 500 ``run_failed``.
+``invalid_input``. A hosted model's provider that kept answering 429 is a 429
+``rate_limit_exceeded`` (its node retried already). Everything else, a node's bug or a worker
+that died, is a 500 ``run_failed``.
 Every answer for a run that ended carries ``x-should-retry: false``: a retry of the request
 attaches to this same run (``_attempts``), so OpenAI's SDKs need not wait to try again.
 """
@@ -20,10 +22,12 @@ from ..runs._service import RunService
 from ..runs._views import RunState
 from ._schemas import OpenAIError
 
-__all__ = ("NO_RETRY", "failure_type", "run_failed")
+__all__ = ("NO_RETRY", "RATE_LIMITED", "failure_type", "run_failed")
 
 #: What tells OpenAI's SDKs (Stainless) not to retry: the answer would be the same.
 NO_RETRY: Final = {"x-should-retry": "false"}
+#: Remote exception types of an upstream API that rate-limited every try (the hosted pack's).
+RATE_LIMITED: Final = frozenset({"RateLimited"})
 
 
 def failure_type(service: RunService, state: RunState) -> str | None:
@@ -57,6 +61,9 @@ def run_failed(service: RunService, state: RunState, model: str | None) -> OpenA
             param="model",
             headers=NO_RETRY,
         )
+    if kind in RATE_LIMITED:
+        return OpenAIError(429, message, type="requests", code="rate_limit_exceeded",
+                           param="model", headers=NO_RETRY)  # fmt: skip
     if kind in USER_MISTAKES:
         return OpenAIError(400, message, code="invalid_input", headers=NO_RETRY)
     return OpenAIError(

@@ -8,7 +8,8 @@ of them. ``size`` is ``WxH``; ``seed`` (an extra) seeds image ``i`` with ``seed 
 ``response_format`` ``url`` points at ``/v1/takes/{id}/bytes``. Errors use OpenAI's shape,
 ``{"error": {"message", "type", "param", "code"}}``: a run that failed for the client's mistake
 (missing weights, a missing secret) is a 4xx (``_failures``), and a retry of the request, or a
-repeat of its ``Idempotency-Key``, gets the runs of the first try (``_attempts``).
+repeat of its ``Idempotency-Key``, gets the runs of the first try (``_attempts``). Runs whose
+client went before they ended are cancelled once no retry listens to them (``_listeners``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from ..runs._service import Conflict, RunService
 from ..runs._views import RunState, Take
 from ._attempts import Attempt, Attempts, provide_attempts, submit_once
 from ._failures import NO_RETRY, run_failed
+from ._listeners import Listeners, client_gone, provide_listeners, until_answered
 from ._schemas import OpenAIError, openai_error
 
 __all__ = ("OpenAIImagesController", "OpenAIError")
@@ -159,7 +161,10 @@ def _take(service: RunService, state: RunState, model: str) -> Take:
 class OpenAIImagesController(Controller):
     path = "/openai/v1/images"
     exception_handlers = {OpenAIError: openai_error}  # noqa: RUF012 (Litestar's class attribute)
-    dependencies = {"attempts": Provide(provide_attempts, sync_to_thread=False)}  # noqa: RUF012
+    dependencies = {  # noqa: RUF012 (Litestar's class attribute)
+        "attempts": Provide(provide_attempts, sync_to_thread=False),
+        "listeners": Provide(provide_listeners, sync_to_thread=False),
+    }
 
     @post("/generations", status_code=200, summary="OpenAI images: each image a durable run")
     async def generations(
@@ -167,6 +172,7 @@ class OpenAIImagesController(Controller):
         service: NamedDependency[RunService],
         models: NamedDependency[ModelsService],
         attempts: NamedDependency[Attempts],
+        listeners: NamedDependency[Listeners],
         request: Request[Any, Any, Any],
     ) -> Response[Any]:
         raw = await request.body()
@@ -180,17 +186,19 @@ class OpenAIImagesController(Controller):
             raise OpenAIError(400, f"Invalid request: {exc}", code="invalid_graph") from None
         except Conflict as exc:
             raise OpenAIError(400, str(exc), code="idempotency_key_reused") from None
-        states: list[Any] = [None] * len(run_ids)
-
-        async def wait(i: int) -> None:
-            states[i] = await service.settled(run_ids[i])
-            assert states[i] is not None  # submitted just now: stored before it ran
-
-        async with anyio.create_task_group() as tg:
-            for i in range(len(run_ids)):
-                tg.start_soon(wait, i)
+        lease = listeners.join(run_ids)
+        try:
+            answered = await until_answered(service, run_ids, request)
+        finally:
+            await listeners.leave(service, lease)
+        if not answered:
+            raise client_gone()
         named = req.model if req.model is not None else model_name(models, None)
-        takes = [_take(service, s, named) for s in states]
+        takes = []
+        for run_id in run_ids:
+            state = service.state(run_id)  # ended by now
+            assert state is not None  # submitted just now: stored before it ran
+            takes.append(_take(service, state, named))
         base = str(request.base_url).rstrip("/")
         data = []
         for take in takes:

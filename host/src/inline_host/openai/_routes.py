@@ -7,18 +7,22 @@ within a few milliseconds of the last write is joined: ``_pieces``); the tool ca
 finish reason follow once the node is done, then ``data: [DONE]``. A completion whose run failed
 for the client's mistake (missing model files, a hosted model's key not stored) is a 4xx
 (``_failures``); a retry of the request, or a repeat of its ``Idempotency-Key``, follows the run
-of the first try (``_attempts``).
+of the first try (``_attempts``). A completion whose client went (a dropped stream, a closed
+connection) is cancelled once no retry of it listens any more (``_listeners``).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
+from contextlib import aclosing
+from functools import partial
 from typing import Any
 
 import msgspec
 from inline_core import DocumentInvalid
 from litestar import Controller, Request, Response, get, post
+from litestar.background_tasks import BackgroundTask
 from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath
 from litestar.response import Stream
@@ -29,6 +33,7 @@ from ..runs._service import Conflict, RunService
 from ._attempts import Attempt, Attempts, provide_attempts, submit_once
 from ._chat import DONE, NODE_ID, Chunks, run_request, tool_calls, usage
 from ._failures import NO_RETRY, run_failed
+from ._listeners import Listeners, client_gone, provide_listeners, until_answered
 from ._pieces import streamed as _streamed
 from ._schemas import (
     ChatCompletion,
@@ -126,7 +131,10 @@ class OpenAIController(Controller):
 
     path = "/openai/v1"
     exception_handlers = {OpenAIError: openai_error}  # noqa: RUF012
-    dependencies = {"attempts": Provide(provide_attempts, sync_to_thread=False)}  # noqa: RUF012
+    dependencies = {  # noqa: RUF012
+        "attempts": Provide(provide_attempts, sync_to_thread=False),
+        "listeners": Provide(provide_listeners, sync_to_thread=False),
+    }
 
     @get("/models", sync_to_thread=False)
     def list_models(self, models: NamedDependency[ModelsService]) -> ModelList:
@@ -149,21 +157,31 @@ class OpenAIController(Controller):
         service: NamedDependency[RunService],
         models: NamedDependency[ModelsService],
         attempts: NamedDependency[Attempts],
+        listeners: NamedDependency[Listeners],
     ) -> Response[Any]:
         raw = await request.body()
         req = _parse(raw, models)
         attempt = Attempt.of("chat/completions", request, raw)
         run_id = await _submit(service, models, req, raw, attempts, attempt)
         completion_id, created = f"chatcmpl-{run_id}", int(time.time())
+        lease = listeners.join([run_id])
         if req.stream:
             chunks = Chunks(completion_id, created, req.model)
             include_usage = bool(req.stream_options and req.stream_options.include_usage)
+            leave = partial(listeners.leave, service, lease)
             return Stream(
-                _stream(service, run_id, chunks, include_usage, req.model),
+                _stream(service, run_id, chunks, include_usage, req.model, leave),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Inline-Run-Id": run_id},
+                # after the body, also when the client went before it began
+                background=BackgroundTask(leave),
             )
-        await service.settled(run_id)
+        try:
+            answered = await until_answered(service, [run_id], request)
+        finally:
+            await listeners.leave(service, lease)
+        if not answered:
+            raise client_gone()
         out = _outputs(service, run_id, req.model)
         calls = tool_calls(out)
         message = Message(
@@ -185,8 +203,26 @@ class OpenAIController(Controller):
 
 
 async def _stream(
-    service: RunService, run_id: str, chunks: Chunks, include_usage: bool, model: str
+    service: RunService,
+    run_id: str,
+    chunks: Chunks,
+    include_usage: bool,
+    model: str,
+    leave: Callable[[], Awaitable[object]],
 ) -> AsyncIterator[bytes]:
+    """The stream's writes; at its end, or once the client went (Litestar cancels the body of
+    a response whose client disconnected), this request stops listening to the run."""
+    try:
+        async with aclosing(_chunks(service, run_id, chunks, include_usage, model)) as writes:
+            async for data in writes:
+                yield data
+    finally:
+        await leave()
+
+
+async def _chunks(
+    service: RunService, run_id: str, chunks: Chunks, include_usage: bool, model: str
+) -> AsyncGenerator[bytes, None]:
     yield chunks.chunk(Delta(role="assistant", content=""))
     streamed = {"text": "", "thinking": ""}
     async for pieces in _streamed(service, run_id, NODE_ID):

@@ -2,7 +2,8 @@
 
 Every accepted run is stored (request included) before the response; after a restart, runs
 that were queued or running are queued again and re-planned, and every output already stored
-by cache key is reused, so only what is missing runs again. Up to ``settings.max_runs`` runs
+by cache key is reused, so only what is missing runs again (a request-scoped run, whose client
+went with the old process, is settled cancelled instead). Up to ``settings.max_runs`` runs
 execute at once; a run waits for another only where both need the same node slot
 (``concurrency``), and there the earlier run goes first.
 """
@@ -10,13 +11,11 @@ execute at once; a run waits for another only where both need the same node slot
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
-import secrets
 from collections import deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import anyio
 import anyio.abc
@@ -36,8 +35,9 @@ from ._events import Subscriber
 from ._execution import RunListener, TakingExecutor, failure_message, take_view
 from ._live import TERMINAL, LiveRun
 from ._store import RunStore, StoredRun, TakeRecord, now_ms
+from ._stored import new_run_id, request_hash, stored_state
 from ._takes import TakeRecorder, TakeWriter
-from ._views import NodeFailure, NodeState, RunError, RunState, RunSummary, Take
+from ._views import NodeFailure, RunError, RunState, RunSummary, Take
 
 __all__ = ("TERMINAL", "Conflict", "LiveRun", "QueueFull", "RunService", "StorageFailing")
 
@@ -54,23 +54,9 @@ class QueueFull(InlineHostError):
     retry_after = 5
 
 
-def new_run_id() -> str:
-    """``run_`` + 12 lowercase hex."""
-    return "run_" + secrets.token_hex(6)
-
-
-def request_hash(graph: dict[str, Any], target: str) -> str:
-    """The contract's identity of a submission (10.2): ids, types, params as sent, inputs."""
-    nodes = []
-    for node in graph.get("nodes") or []:
-        inputs = node.get("inputs") or {}
-        wired = {
-            port: [[e.get("from"), e.get("output")] for e in (v if isinstance(v, list) else [v])]
-            for port, v in sorted(inputs.items())
-        }
-        nodes.append([node.get("id"), node.get("type"), node.get("params") or {}, wired])
-    canonical = msgspec.json.encode([target, nodes], order="sorted")
-    return hashlib.sha256(canonical).hexdigest()
+#: The state a request-scoped run settles in after a restart, instead of being resumed.
+NOT_RESUMED: Final = {"fraction": 0.0, "nodes": {}, "error": {"nodeId": None,
+                      "message": "Not resumed after a restart: its client is gone."}}  # fmt: skip
 
 
 class RunService:
@@ -100,6 +86,7 @@ class RunService:
         self._tg: anyio.abc.TaskGroup | None = None
         self.on_settled: Callable[[LiveRun], None] | None = None
         self.gate = StoreGate(store)
+        self._reserved = 0  # submits past the queue check, not queued yet
 
     # lifecycle --------------------------------------------------------------------------------
     async def start(self, tg: anyio.abc.TaskGroup) -> int:
@@ -107,6 +94,9 @@ class RunService:
         self._tg = tg
         resumed = 0
         for stored in self.store.unfinished():
+            if stored.scoped:  # its client went with the process that answered its request
+                self.store.settle(stored.run_id, "cancelled", dict(NOT_RESUMED))
+                continue
             try:
                 run = self._live_from_store(stored)
             except InlineCoreError as exc:
@@ -145,9 +135,10 @@ class RunService:
         return run
 
     # submit -----------------------------------------------------------------------------------
-    async def submit(self, body: Any) -> tuple[str, str, bool]:
+    async def submit(self, body: Any, *, scoped: bool = False) -> tuple[str, str, bool]:
         """Accept a run request; (run id, status, created). Raises RequestInvalid, GraphInvalid,
-        Conflict.
+        Conflict. ``scoped``: a run its request waits on (``/openai``), not resumed after a
+        restart (its client is gone with the process that answered it).
 
         A run whose target is already in the output cache is settled before this returns (the
         contract's "instant graph"), in one transaction; every other run is stored as queued
@@ -174,6 +165,7 @@ class RunService:
                     return existing_id, state.status if state else "queued", False
                 raise Conflict(f"clientRunId {client!r} was reused with a different graph.")
         waiting = len(self.queue) + sum(len(r.followers) for r in self.runs.values())
+        waiting += self._reserved  # passed this check, not queued yet (no await until here)
         if waiting >= self.engine.settings.max_queued:
             raise QueueFull(
                 f"{waiting} runs are queued already (INLINE_MAX_QUEUED="
@@ -198,6 +190,7 @@ class RunService:
             client_run_id=client_key,
             request_hash=req_hash,
             created_at=run.created_at,
+            scoped=scoped,
         )
         if planned.node(target).key in self.engine.cache:
             self._remember(run)
@@ -205,6 +198,7 @@ class RunService:
             await self._execute(run)
             return run.id, run.status, True
         self._remember(run)  # first: a concurrent retry of its clientRunId finds it
+        self._reserved += 1  # its queue place, held while it is stored (the check is atomic)
         try:
             await self.gate.call(self.store.add_run, row)
         except StorageFailing:
@@ -212,8 +206,28 @@ class RunService:
             if client_key is not None:
                 self._client_ids.pop(client_key, None)
             raise
+        finally:
+            self._reserved -= 1
         self._enqueue(run)
         return run.id, run.status, True
+
+    def named_secrets(self, body: Any) -> list[str]:
+        """``node.param`` of every secret param (``*_secret``) the request sets to another
+        secret than the node's own default: naming a secret is the operator's to do."""
+        graph = body.get("graph") if isinstance(body, dict) else None
+        nodes = graph.get("nodes") if isinstance(graph, dict) else None
+        found: list[str] = []
+        for node in nodes if isinstance(nodes, list) else []:
+            if not isinstance(node, dict) or not isinstance(node.get("params"), dict):
+                continue
+            entry = self.engine.registry.lookup(str(node.get("type")))
+            if entry is None:
+                continue
+            for field in entry.descriptor.params:
+                value = node["params"].get(field.key)
+                if field.key.endswith("_secret") and value not in (None, field.default):
+                    found.append(f"{node.get('id')}.{field.key}")
+        return found
 
     @property
     def storage_error(self) -> str | None:
@@ -478,19 +492,3 @@ class RunService:
         self._finished.append(run.id)
         while len(self._finished) > self.keep_finished:
             self.runs.pop(self._finished.popleft(), None)
-
-
-def stored_state(stored: StoredRun, takes: list[Take]) -> RunState:
-    """The /v1 state of a run known only from the store."""
-    state = stored.state or {}
-    nodes = {k: msgspec.convert(v, NodeState) for k, v in (state.get("nodes") or {}).items()}
-    err = state.get("error")
-    return RunState(
-        run_id=stored.run_id,
-        status=stored.status,
-        target=stored.target,
-        fraction=float(state.get("fraction", 0.0)),
-        nodes=nodes,
-        takes=takes,
-        error=msgspec.convert(err, RunError) if err else None,
-    )

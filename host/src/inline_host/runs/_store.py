@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 import msgspec
 
@@ -29,7 +29,8 @@ CREATE TABLE IF NOT EXISTS runs (
     client_run_id TEXT,
     request_hash TEXT NOT NULL,
     created_at INTEGER NOT NULL,
-    finished_at INTEGER
+    finished_at INTEGER,
+    scoped INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS runs_status ON runs(status);
 CREATE INDEX IF NOT EXISTS runs_client ON runs(client_run_id);
@@ -57,6 +58,10 @@ CREATE TABLE IF NOT EXISTS run_takes (
 );
 """
 
+
+#: Columns added since the first schema, with their definition: a database made before one
+#: of them gets it at open (``ALTER TABLE ... ADD COLUMN``, old rows take the default).
+ADDED_COLUMNS: Final = {"scoped": "INTEGER NOT NULL DEFAULT 0"}
 
 #: How long a write waits for a lock held by another connection before it fails.
 BUSY_TIMEOUT_S = 5.0
@@ -89,6 +94,9 @@ class StoredRun(msgspec.Struct, frozen=True, kw_only=True):
     client_run_id: str | None
     request_hash: str
     created_at: int
+    #: a run its request waits on (``/openai``): once the process that served the request is
+    #: gone, so is its client, and a restart settles it as cancelled instead of resuming it
+    scoped: bool = False
 
 
 class TakeSource(Protocol):
@@ -116,8 +124,23 @@ class RunStore:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(SCHEMA)
+        self._migrate()
         self._lock = threading.Lock()
         self._enc = msgspec.json.Encoder()
+
+    def _migrate(self) -> None:
+        """Add the columns a database made by an older host lacks."""
+        for column, definition in ADDED_COLUMNS.items():
+            have = {row[1] for row in self._db.execute("PRAGMA table_info(runs)")}
+            if column in have:
+                continue
+            try:
+                self._db.execute(f"ALTER TABLE runs ADD COLUMN {column} {definition}")
+            except sqlite3.OperationalError:
+                # another process opening the same database added it first
+                have = {row[1] for row in self._db.execute("PRAGMA table_info(runs)")}
+                if column not in have:
+                    raise
 
     @contextmanager
     def _tx(self) -> Iterator[sqlite3.Connection]:
@@ -150,7 +173,7 @@ class RunStore:
     def _insert(self, db: sqlite3.Connection, run: StoredRun) -> None:
         db.execute(
             "INSERT INTO runs (run_id, target, status, request, state, client_run_id,"
-            " request_hash, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            " request_hash, created_at, scoped) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 run.run_id,
                 run.target,
@@ -160,6 +183,7 @@ class RunStore:
                 run.client_run_id,
                 run.request_hash,
                 run.created_at,
+                int(run.scoped),
             ),
         )
 
@@ -213,7 +237,7 @@ class RunStore:
         with self._lock:
             row = self._db.execute(
                 "SELECT run_id, target, status, request, state, client_run_id, request_hash,"
-                " created_at FROM runs WHERE run_id = ?",
+                " created_at, scoped FROM runs WHERE run_id = ?",
                 (run_id,),
             ).fetchone()
         return _run(row) if row else None
@@ -223,7 +247,7 @@ class RunStore:
         with self._lock:
             rows = self._db.execute(
                 "SELECT run_id, target, status, request, state, client_run_id, request_hash,"
-                " created_at FROM runs WHERE status IN ('queued', 'running') ORDER BY seq"
+                " created_at, scoped FROM runs WHERE status IN ('queued', 'running') ORDER BY seq"
             ).fetchall()
         return [_run(r) for r in rows]
 
@@ -335,6 +359,7 @@ def _run(row: tuple[Any, ...]) -> StoredRun:
         client_run_id=row[5],
         request_hash=row[6],
         created_at=row[7],
+        scoped=bool(row[8]),
     )
 
 

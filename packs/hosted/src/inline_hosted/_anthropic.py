@@ -13,13 +13,15 @@ from ._common import (
     UpstreamError,
     base_url,
     function_specs,
-    parse_arguments,
+    refused,
     retry_after_of,
     text_of,
+    tool_calls_of,
     user_messages,
     with_retries,
 )
 
+NODE = "anthropic/complete"
 PROVIDER = "Anthropic"
 BASE_URL_ENV = "INLINE_ANTHROPIC_BASE_URL"
 FINISH = {
@@ -62,26 +64,21 @@ def to_anthropic(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, An
             blocks: list[dict[str, Any]] = []
             if text_of(m.get("content")):
                 blocks.append({"type": "text", "text": text_of(m.get("content"))})
-            for call in m["tool_calls"]:
-                fn = call.get("function", call)
+            for call in tool_calls_of(m, i, NODE):
                 blocks.append(
-                    {
-                        "type": "tool_use",
-                        "id": str(call.get("id") or ""),
-                        "name": str(fn.get("name") or ""),
-                        "input": parse_arguments(fn.get("arguments")),
-                    }
-                )
+                    {"type": "tool_use", "id": call["id"], "name": call["name"],
+                     "input": call["arguments"]}
+                )  # fmt: skip
             out.append({"role": "assistant", "content": blocks})
         elif role in ("user", "assistant"):
             out.append({"role": role, "content": text_of(m.get("content"))})
         else:
-            raise ValueError(f"messages[{i}]: unknown role {role!r}")
+            raise refused(NODE, f"$.messages[{i}].role", f"unknown role {role!r}")
     return "\n\n".join(s for s in system if s), out
 
 
 @node(
-    "anthropic/complete",
+    NODE,
     title="Claude (Anthropic)",
     category="Text",
     icon="cloud",
@@ -115,7 +112,7 @@ def anthropic_complete(
     import anthropic
 
     key = ctx.secret(api_key_secret)
-    sys_text, convo = to_anthropic(user_messages(messages, prompt))
+    sys_text, convo = to_anthropic(user_messages(messages, prompt, NODE))
     if system:
         sys_text = f"{system}\n\n{sys_text}" if sys_text else system
     kwargs: dict[str, Any] = {"model": model, "max_tokens": max_new_tokens, "messages": convo}

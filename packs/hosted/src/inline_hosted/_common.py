@@ -9,12 +9,17 @@ import time
 from collections.abc import Callable
 from typing import Annotated, Any, Final, NamedTuple, TypeVar
 
-from inline_sdk import Context, Output
+from inline_sdk import Context, Output, ParamIssue, ParamsInvalid
 
 T = TypeVar("T")
 
 #: Statuses worth another try: rate limited, overloaded (Anthropic), unavailable.
 RETRYABLE: Final = frozenset({429, 503, 529})
+#: Tries of one call at most: the first and two retries, as the providers' SDKs default to.
+MAX_TRIES: Final = 3
+#: Seconds between tries at least, whatever ``Retry-After`` says (``0``, ``-1``...), and at most.
+MIN_WAIT: Final = 0.5
+MAX_WAIT: Final = 30.0
 #: Seconds of the call timeout kept back for the last try's own answer.
 MARGIN: Final = 5.0
 
@@ -37,6 +42,10 @@ class UpstreamError(Exception):
         self.provider = provider
         self.status = status
         self.upstream_message = message
+
+
+class RateLimited(UpstreamError):
+    """The provider kept answering 429 (rate limited) until this call gave up."""
 
 
 class Streamed:
@@ -99,13 +108,13 @@ def with_retries(
     can_retry: Callable[[], bool] = lambda: True,
 ) -> T:
     """Run ``attempt``; on a retryable upstream status, wait (exponential backoff with jitter,
-    or the server's ``Retry-After``) and try again, until the call's deadline. ``status_of``
-    maps an SDK exception to (status, message, retry-after) or None (not an API error)."""
+    or the server's ``Retry-After``, never under ``MIN_WAIT``) and try again, ``MAX_TRIES``
+    tries at most and not past the call's deadline. ``status_of`` maps an SDK exception to
+    (status, message, retry-after) or None (not an API error). Raises ``RateLimited`` when the
+    last answer was a 429, else ``UpstreamError``."""
     deadline = call_deadline()
-    delay = 0.5
-    tries = 0
-    while True:
-        tries += 1
+    delay = MIN_WAIT
+    for tries in range(1, MAX_TRIES + 1):
         try:
             return attempt()
         except Exception as exc:
@@ -113,33 +122,72 @@ def with_retries(
             if info is None:
                 raise
             status, message, retry_after = info
-            wait = retry_after if retry_after is not None else delay * (1 + random.random() / 2)
-            if status not in RETRYABLE or not can_retry() or time.monotonic() + wait > deadline:
+            backoff = delay * (1 + random.random() / 2)
+            wait = min(MAX_WAIT, max(MIN_WAIT, retry_after if retry_after else backoff))
+            retry = status in RETRYABLE and can_retry() and tries < MAX_TRIES
+            if not retry or time.monotonic() + wait > deadline:
+                if status == 429:
+                    raise RateLimited(
+                        provider, status, f"rate limited, gave up after {tries} tries: {message}"
+                    ) from None
                 raise UpstreamError(provider, status, message) from None
             ctx.log.warning(
                 "%s API answered %s (try %d); retrying in %.1f s", provider, status, tries, wait
             )
             if ctx.wait_cancelled(wait):
                 ctx.check_cancelled()
-            delay = min(delay * 2, 30.0)
+            delay = min(delay * 2, MAX_WAIT)
+    raise AssertionError("unreachable: the last try returns or raises")
 
 
 def retry_after_of(headers: Any) -> float | None:
-    """The ``Retry-After`` header's seconds, if any."""
+    """The ``Retry-After`` header's seconds, if positive (``0``, ``-1`` or a date: None, as the
+    providers' SDKs read it)."""
     try:
         raw = headers.get("retry-after") if headers is not None else None
-        return min(60.0, float(raw)) if raw else None
+        seconds = float(raw) if raw else 0.0
     except (TypeError, ValueError):
         return None
+    return min(60.0, seconds) if seconds > 0 else None
 
 
-def user_messages(messages: list[dict[str, Any]], prompt: str | None) -> list[dict[str, Any]]:
-    """The conversation: ``messages``, then the ``prompt`` input as the last user message."""
+def refused(node_type: str, path: str, message: str) -> ParamsInvalid:
+    """The error for params the node cannot send (a user's mistake, not the node's bug)."""
+    return ParamsInvalid(node_type, [ParamIssue(path, message)])
+
+
+def user_messages(
+    messages: list[dict[str, Any]], prompt: str | None, node_type: str
+) -> list[dict[str, Any]]:
+    """The conversation: ``messages``, then the ``prompt`` input as the last user message;
+    refused when it holds nothing but system messages (the providers answer those 400)."""
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict):
+            raise refused(node_type, f"$.messages[{i}]", "a message must be an object")
     out = [dict(m) for m in messages]
     if prompt:
         out.append({"role": "user", "content": prompt})
-    if not out:
-        raise ValueError("nothing to complete: give a prompt or messages")
+    if all(m.get("role") == "system" for m in out):
+        raise refused(node_type, "$.messages", "nothing to complete: give a prompt or messages")
+    return out
+
+
+def tool_calls_of(message: dict[str, Any], i: int, node_type: str) -> list[dict[str, Any]]:
+    """An assistant message's tool calls as ``{id, name, arguments}`` (arguments an object),
+    refused when they are not OpenAI's ``[{id, function: {name, arguments}}]``."""
+    calls = message.get("tool_calls") or []
+    if not isinstance(calls, list):
+        raise refused(node_type, f"$.messages[{i}].tool_calls", "must be a list")
+    out = []
+    for j, call in enumerate(calls):
+        fn = call.get("function", call) if isinstance(call, dict) else None
+        if not (
+            isinstance(call, dict) and isinstance(fn, dict) and isinstance(fn.get("name"), str)
+        ):
+            path = f"$.messages[{i}].tool_calls[{j}]"
+            raise refused(node_type, path, "must be {id, function: {name, arguments}}")
+        arguments = parse_arguments(fn.get("arguments"))
+        out.append({"id": str(call.get("id") or ""), "name": fn["name"], "arguments": arguments})
     return out
 
 

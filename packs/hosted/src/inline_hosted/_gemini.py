@@ -13,12 +13,15 @@ from ._common import (
     UpstreamError,
     base_url,
     function_specs,
-    parse_arguments,
+    refused,
     retry_after_of,
     text_of,
+    tool_calls_of,
     user_messages,
     with_retries,
 )
+
+NODE = "google/gemini-complete"
 
 PROVIDER = "Gemini"
 BASE_URL_ENV = "INLINE_GEMINI_BASE_URL"
@@ -65,13 +68,10 @@ def to_gemini(messages: list[dict[str, Any]]) -> tuple[str, list[Any]]:
             contents.append(types.Content(role="user", parts=[types.Part(text=text)]))
         elif role == "assistant":
             parts = [types.Part(text=text)] if text else []
-            for call in m.get("tool_calls") or []:
-                fn = call.get("function", call)
-                cid = str(call.get("id") or "")
-                names[cid] = str(fn.get("name") or "")
-                fc = types.FunctionCall(
-                    id=cid or None, name=names[cid], args=parse_arguments(fn.get("arguments"))
-                )
+            for call in tool_calls_of(m, i, NODE):
+                cid = call["id"]
+                names[cid] = call["name"]
+                fc = types.FunctionCall(id=cid or None, name=call["name"], args=call["arguments"])
                 parts.append(types.Part(function_call=fc))
             contents.append(types.Content(role="model", parts=parts))
         elif role == "tool":
@@ -83,7 +83,7 @@ def to_gemini(messages: list[dict[str, Any]]) -> tuple[str, list[Any]]:
             )
             contents.append(types.Content(role="user", parts=[types.Part(function_response=fr)]))
         else:
-            raise ValueError(f"messages[{i}]: unknown role {role!r}")
+            raise refused(NODE, f"$.messages[{i}].role", f"unknown role {role!r}")
     return "\n\n".join(s for s in system if s), contents
 
 
@@ -93,7 +93,7 @@ def _finish(reason: Any) -> str:
 
 
 @node(
-    "google/gemini-complete",
+    NODE,
     title="Gemini (Google)",
     category="Text",
     icon="cloud",
@@ -122,7 +122,7 @@ def gemini_complete(
     from google.genai import types
 
     client = _client(ctx, api_key_secret)
-    sys_text, contents = to_gemini(user_messages(messages, prompt))
+    sys_text, contents = to_gemini(user_messages(messages, prompt, NODE))
     if system:
         sys_text = f"{system}\n\n{sys_text}" if sys_text else system
     config = types.GenerateContentConfig(
