@@ -259,3 +259,28 @@ def test_a_lone_surrogate_is_a_clear_422(client: httpx.Client, where: str):
     assert error["code"] == "not_a_workflow" and "lone surrogate" in error["message"]
     assert ("$.1.inputs.value" if where == "value" else "$.2._meta.title") in error["message"]
     assert client.get("/v1/health").status_code == 200
+
+
+# (low) LoadImage paths over HTTP
+def test_load_image_paths_over_http_say_nothing_of_what_exists_on_the_host(
+    client: httpx.Client, tmp_path: Path
+):
+    """A LoadImage naming ``/proc/self/exe``, the host's working folder, a real file outside
+    the input roots and a missing file: each import answers the same way, the path passed on
+    as written (never resolved), with no warning that tells which exist."""
+    real = tmp_path / "exists.png"
+    real.write_bytes(b"\x89PNG\r\n\x1a\n")
+    answers = []
+    for name in ("/proc/self/exe", "/proc/self/cwd/inline.db", str(real), "/no/such/file.png"):
+        prompt = {
+            "1": {"class_type": "LoadImage", "inputs": {"image": name}},
+            "2": {"class_type": "SaveImage", "inputs": {"images": ["1", 0]}},
+        }
+        r = client.post(ROUTE, content=json.dumps(prompt).encode())
+        assert r.status_code == 200, r.text
+        doc = r.json()
+        nodes = {n["id"]: n for n in doc["graph"]["nodes"]}
+        assert nodes["1"]["params"]["asset"] == {"ref": "path", "path": name}
+        report = json.dumps(doc["report"]).replace(name, "NAME")
+        answers.append(report)
+    assert all(a == answers[0] for a in answers), answers

@@ -7,7 +7,6 @@ through ``inline_comfyui_mappings`` (see ``_packs``).
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Final
 
 from ._convert import Converter, Rule
@@ -286,13 +285,18 @@ def load_image(cv: Converter, node: PromptNode) -> dict[int, Value]:
         asset: dict[str, Any] = {"ref": "asset", "id": name.split(" ")[0]}
     else:
         clean = name.removesuffix(" [input]").removesuffix(" [output]")
-        path = (cv.base_dir / clean) if cv.base_dir is not None else Path(clean)
-        if not path.is_file():
-            cv.warn(
-                f"node {node.id} (LoadImage): '{clean}' is not next to the workflow; put it "
-                f"there or set node {node.id}'s asset (inline assets add FILE)"
-            )
-        asset = {"ref": "path", "path": str(path.resolve() if path.is_file() else path)}
+        if cv.base_dir is None:
+            # over HTTP: the name is passed on as written and the file system is never looked
+            # at here (a run checks it against the input roots, saying nothing of what exists)
+            asset = {"ref": "path", "path": clean}
+        else:
+            path = cv.base_dir / clean
+            if not path.is_file():
+                cv.warn(
+                    f"node {node.id} (LoadImage): '{clean}' is not next to the workflow; put it "
+                    f"there or set node {node.id}'s asset (inline assets add FILE)"
+                )
+            asset = {"ref": "path", "path": str(path.resolve() if path.is_file() else path)}
     cv.add(node.id, "input/image", {"asset": asset})
     cv.became(node, f"input/image {node.id}")
     return {0: Edge(node.id, "image")}
