@@ -4,7 +4,8 @@ ModelFileError          a model file or folder cannot be used (``path`` names it
 ├── NotSafetensors      unreadable, not a safetensors file, or truncated
 ├── UnknownModel        no known family has this key layout (or it is another component)
 ├── KeysMismatch        a known family, but keys are missing or shapes do not match
-└── WontFit             the memory policy found no way to run it on this machine
+├── WontFit             the memory policy found no way to run it on this machine
+└── LoraRefused         (``_lora``) a LoRA whose keys or tensors cannot be merged (NaN, shapes)
 """
 
 from __future__ import annotations

@@ -13,13 +13,14 @@ original, and removing (or changing) the stack copies the originals back, exactl
 
 from __future__ import annotations
 
+import math
 import threading
 from pathlib import Path
 from typing import Any, Final
 
 import msgspec
 
-from ._errors import ModelFileError
+from ._errors import ModelFileError, NotSafetensors
 
 #: suffix -> (role, layout family)
 SUFFIXES: Final = (
@@ -56,7 +57,9 @@ class LoraStack(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class LoraRefused(ModelFileError):
-    """A LoRA file whose keys match no known layout, or name nothing in the model."""
+    """A LoRA file whose keys match no known layout or name nothing in the model, or whose
+    tensors cannot be merged (NaN or Inf, not floating point, shapes that do not fit); ``keys``
+    names the culprits."""
 
     def __init__(self, path: str, message: str, keys: list[str]) -> None:
         shown = ", ".join(keys[:8]) + (f" (+{len(keys) - 8} more)" if len(keys) > 8 else "")
@@ -137,43 +140,137 @@ def _targets(module_keys: set[str], original_keys: set[str]) -> dict[str, tuple[
 
 def lora_deltas(path: Path, strength: float, module: Any, detection: Any) -> dict[str, Any]:
     """The weight deltas (``strength * up @ down * alpha / rank``, float32) of one LoRA, keyed by
-    the module's parameter names; raise ``LoraRefused`` naming keys that target nothing."""
-    import torch
-    from safetensors import safe_open
+    the module's parameter names. Every tensor is checked before it is used: ``LoraRefused``
+    names the key (and the shapes) of one that targets nothing, holds NaN or Inf, is not
+    floating point, or does not fit its weight; ``NotSafetensors`` a file that cannot be read."""
+    from safetensors import SafetensorError, safe_open
 
-    with safe_open(str(path), framework="pt", device="cpu") as fh:
-        keys = list(fh.keys())
-        layout, groups = group_keys(keys)
-        if not layout:
-            raise LoraRefused(
-                str(path),
-                "its keys match no LoRA layout (kohya/ComfyUI or diffusers/peft)",
-                sorted(keys),
-            )
-        module_keys = set(module.state_dict().keys())
-        targets = _targets(module_keys, set(detection.keys))
-        unknown = [roles["down"] for base, roles in groups.items() if _strip(base) not in targets]
-        if unknown:
-            raise LoraRefused(
-                str(path), "these keys name no weight of the diffusion model", sorted(unknown)
-            )
-        direct: dict[str, Any] = {}
-        original: dict[str, Any] = {}
-        for base, roles in groups.items():
-            down = fh.get_tensor(roles["down"]).to(torch.float32)
-            up = fh.get_tensor(roles["up"]).to(torch.float32)
-            rank = down.shape[0]
-            scale = float(strength)
-            if "alpha" in roles:
-                scale *= float(fh.get_tensor(roles["alpha"]).item()) / rank
-            delta = (up.flatten(1) @ down.flatten(1)) * scale
-            name, where = targets[_strip(base)]
-            (direct if where == "module" else original)[f"{name}.weight"] = delta
+    from ._header import read_file_header
+
+    if not math.isfinite(strength):
+        raise ValueError(f"LoRA strength {strength} for '{path}' is not a finite number")
+    read_file_header(path)  # a truncated or garbled file: NotSafetensors, naming what is wrong
+    try:
+        with safe_open(str(path), framework="pt", device="cpu") as fh:
+            direct, original = _read_deltas(fh, path, strength, module, detection)
+    except SafetensorError as exc:
+        raise NotSafetensors(path, f"cannot be read as a LoRA: {exc}") from None
     if original:
-        converted = detection.component.convert(original, detection.layout, detection.config)
-        for key, delta in converted.items():
+        for key, delta in _convert(path, original, module, detection).items():
             direct[key] = direct[key] + delta if key in direct else delta
     return direct
+
+
+def _read_deltas(
+    fh: Any, path: Path, strength: float, module: Any, detection: Any
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The deltas on the module's own weights, and those on the base file's original ones."""
+    keys = list(fh.keys())
+    layout, groups = group_keys(keys)
+    if not layout:
+        raise LoraRefused(
+            str(path),
+            "its keys match no LoRA layout (kohya/ComfyUI or diffusers/peft)",
+            sorted(keys),
+        )
+    shapes = {key: tuple(value.shape) for key, value in module.state_dict().items()}
+    originals = {key: tuple(info.shape) for key, info in detection.keys.items()}
+    targets = _targets(set(shapes), set(originals))
+    unknown = [roles["down"] for base, roles in groups.items() if _strip(base) not in targets]
+    if unknown:
+        raise LoraRefused(
+            str(path), "these keys name no weight of the diffusion model", sorted(unknown)
+        )
+    direct: dict[str, Any] = {}
+    original: dict[str, Any] = {}
+    for base, roles in groups.items():
+        name, where = targets[_strip(base)]
+        weight = (shapes if where == "module" else originals)[f"{name}.weight"]
+        delta = _delta(fh, path, roles, strength, weight)
+        (direct if where == "module" else original)[f"{name}.weight"] = delta
+    return direct, original
+
+
+def _delta(
+    fh: Any, path: Path, roles: dict[str, str], strength: float, weight: tuple[int, ...]
+) -> Any:
+    """One target's delta, its tensors and shapes checked first (``weight``: the shape the
+    delta must have)."""
+    import torch
+
+    down, up = _tensor(fh, path, roles["down"]), _tensor(fh, path, roles["up"])
+    if down.ndim < 2 or up.ndim < 2 or up.flatten(1).shape[1] != down.shape[0]:
+        raise LoraRefused(
+            str(path),
+            f"up {list(up.shape)} and down {list(down.shape)} do not multiply (the up's "
+            "columns and the down's rows are the rank)",
+            [roles["up"], roles["down"]],
+        )
+    shape = (up.shape[0], down.flatten(1).shape[1])
+    if shape != weight:
+        raise LoraRefused(
+            str(path),
+            f"delta is {list(shape)} but the weight it names is {list(weight)} "
+            "(a LoRA for another model?)",
+            [roles["down"]],
+        )
+    scale = float(strength)
+    if "alpha" in roles:
+        alpha = _tensor(fh, path, roles["alpha"])
+        if alpha.numel() != 1:
+            raise LoraRefused(
+                str(path), f"alpha must be one number, this one has shape {list(alpha.shape)}",
+                [roles["alpha"]],
+            )  # fmt: skip
+        scale *= float(alpha.item()) / down.shape[0]
+    # finite factors can still overflow float32 in the product: check it only when they could
+    bound = float(up.abs().amax()) * float(down.abs().amax()) * down.shape[0] * abs(scale)
+    delta = (up.flatten(1) @ down.flatten(1)) * scale
+    if not bound < torch.finfo(torch.float32).max and not bool(torch.isfinite(delta).all()):
+        raise LoraRefused(
+            str(path), "delta overflows float32 (values far too large)", [roles["up"]]
+        )
+    return delta
+
+
+def _tensor(fh: Any, path: Path, key: str) -> Any:
+    """The tensor ``key`` as float32; refused unless floating point and finite."""
+    import torch
+
+    tensor = fh.get_tensor(key)
+    if not tensor.is_floating_point():
+        raise LoraRefused(
+            str(path), f"tensors must be floating point, this one is {tensor.dtype}", [key]
+        )
+    tensor = tensor.to(torch.float32)
+    if not bool(torch.isfinite(tensor).all()):
+        raise LoraRefused(
+            str(path),
+            "holds NaN or Inf values (a diverged training run or a corrupted file)",
+            [key],
+        )
+    return tensor
+
+
+def _convert(path: Path, original: dict[str, Any], module: Any, detection: Any) -> dict[str, Any]:
+    """Deltas on the base file's weights, converted (split) as the family converts them."""
+    try:
+        converted = detection.component.convert(original, detection.layout, detection.config)
+    except (RuntimeError, ValueError, KeyError, IndexError) as exc:
+        raise LoraRefused(
+            str(path), f"deltas do not convert as the base file's weights do ({exc})",
+            sorted(original),
+        ) from None  # fmt: skip
+    shapes = {key: tuple(value.shape) for key, value in module.state_dict().items()}
+    for key, delta in converted.items():
+        if shapes.get(key) != tuple(delta.shape):
+            raise LoraRefused(
+                str(path),
+                f"converted delta is {list(delta.shape)} but the weight '{key}' is "
+                f"{list(shapes[key]) if key in shapes else 'absent'}",
+                sorted(original),
+            )
+    return converted
 
 
 def apply_loras(module: Any, stack: LoraStack, detection: Any, stamps: tuple[Any, ...]) -> None:
@@ -182,6 +279,8 @@ def apply_loras(module: Any, stack: LoraStack, detection: Any, stamps: tuple[Any
     ``stamps`` identifies the files' contents (path, size, mtime each): the same stack on the
     same files is a no-op. Originals of touched weights are kept on the module and copied back
     first, so removing a stack restores the base exactly and no base weight is ever re-read.
+    Every LoRA of the stack is read and checked before any weight changes, so a refused one
+    leaves the module as it was; a merge that fails half-way puts the base back.
     """
     import torch
 
@@ -192,37 +291,44 @@ def apply_loras(module: Any, stack: LoraStack, detection: Any, stamps: tuple[Any
         if getattr(module, "_inline_lora_key", ()) == key:
             return
         params = dict(module.named_parameters())
-        backup: dict[str, Any] = getattr(module, "_inline_lora_backup", {})
-        with torch.no_grad():
-            for name, original in backup.items():
-                params[name].data.copy_(original)
-            module._inline_lora_key = ()
-            if not stack.loras:
-                backup = {}
-            total: dict[str, Any] = {}
-            for item in stack.loras:
-                for name, delta in lora_deltas(
-                    Path(item.file), item.strength, module, detection
-                ).items():
-                    total[name] = total[name] + delta if name in total else delta
-            for name, delta in total.items():
-                param = params.get(name)
-                if param is None or param.is_meta or type(param.data) is not torch.Tensor:
-                    raise ValueError(
-                        f"LoRA cannot change '{name}': the model is placed quantized or streamed; "
-                        "LoRAs need it resident (or model-offloaded) in full precision"
-                    )
-                if tuple(param.shape) != tuple(delta.shape):
-                    raise ValueError(
-                        f"LoRA delta for '{name}' is {tuple(delta.shape)}, the weight is "
-                        f"{tuple(param.shape)}"
-                    )
-                if name not in backup:
-                    backup[name] = param.data.detach().clone()
-                merged = backup[name].to(torch.float32) + delta.to(param.device)
-                param.data.copy_(merged.to(param.dtype))
-        module._inline_lora_backup = backup
+        total: dict[str, Any] = {}
+        for item in stack.loras:
+            for name, delta in lora_deltas(
+                Path(item.file), item.strength, module, detection
+            ).items():
+                total[name] = total[name] + delta if name in total else delta
+        for name in total:
+            param = params.get(name)
+            if param is None or param.is_meta or type(param.data) is not torch.Tensor:
+                raise ValueError(
+                    f"LoRA cannot change '{name}': the model is placed quantized or streamed; "
+                    "LoRAs need it resident (or model-offloaded) in full precision"
+                )
+        backup: dict[str, Any] | None = getattr(module, "_inline_lora_backup", None)
+        if backup is None:
+            backup = module._inline_lora_backup = {}
+        try:
+            with torch.no_grad():
+                _restore(params, backup)
+                module._inline_lora_key = ()
+                for name, delta in total.items():
+                    param = params[name]
+                    if name not in backup:
+                        backup[name] = param.data.detach().clone()
+                    merged = backup[name].to(torch.float32) + delta.to(param.device)
+                    param.data.copy_(merged.to(param.dtype))
+        except BaseException:
+            with torch.no_grad():
+                _restore(params, backup)  # never a half-merged stack
+            raise
+        if not stack.loras:
+            backup.clear()
         module._inline_lora_key = key
+
+
+def _restore(params: dict[str, Any], backup: dict[str, Any]) -> None:
+    for name, original in backup.items():
+        params[name].data.copy_(original)
 
 
 def use_loras(module: Any, model_file: str, value: Any) -> LoraStack:
