@@ -26,12 +26,14 @@ from litestar import (
 )
 from litestar.datastructures import UploadFile
 from litestar.di import NamedDependency
+from litestar.exceptions import NotAuthorizedException
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.response import Stream
 
 from .._system import Health, SystemService
 from ..assets import RAW_HINT, AssetRefused, sniff_kind
+from ..guard import bearer_matches
 from ..models._service import ModelsService, UnknownModel, UnsafeName
 from ..runs._service import RunService, take_view
 from ..runs._views import RunState, RunSummary, Submitted, Take
@@ -142,9 +144,20 @@ class RunsController(Controller):
         responses=submit_responses(),
     )
     async def submit(
-        self, service: NamedDependency[RunService], data: JSONBody[dict[str, Any]]
+        self,
+        service: NamedDependency[RunService],
+        data: JSONBody[dict[str, Any]],
+        request: Request[Any, Any, Any],
     ) -> Response[Submitted]:
         await service.refresh()
+        named = service.named_secrets(data)
+        token = request.app.state.operator_token
+        if named and not bearer_matches(request.headers.get("authorization"), token):
+            raise NotAuthorizedException(
+                f"{', '.join(named)} names a secret other than the node's own: choosing which "
+                "stored secret a node gets needs the operator token (send 'Authorization: "
+                "Bearer <token>', with INLINE_TOKEN or the token in <data dir>/operator-token)."
+            )
         run_id, status, created = await service.submit(data)
         return Response(Submitted(run_id, status), status_code=201 if created else 200)
 

@@ -84,6 +84,17 @@ def read_model(
     return (folder / file).read_bytes().decode("utf-8", "replace")
 
 
+@node("testpack/secret-length", title="Secret length", category="Test")
+def secret_length(
+    ctx: Context, *, key_secret: Annotated[str, Param("Key secret")] = "TESTPACK_KEY"
+) -> Annotated[str, Output("text", "Text")]:
+    """How long the secret the call got is (never the value), or why it got none."""
+    try:
+        return f"got {len(ctx.secret(key_secret))} characters"
+    except Exception as exc:
+        return f"none ({type(exc).__name__})"
+
+
 @node("testpack/fail", title="Fail", category="Test")
 def fail(
     ctx: Context,
@@ -239,6 +250,7 @@ def inline_nodes() -> list[NodeSpec]:
         wait,
         gate,
         read_model,
+        secret_length,
         fail,
         hang,
         segfault,
