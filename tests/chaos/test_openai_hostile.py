@@ -99,6 +99,9 @@ class Upstream:
 
     def __init__(self) -> None:
         self.calls: list[str] = []
+        self.stalled = threading.Event()  # a "stall" request arrived
+        self.unstall = threading.Event()
+        self.gate = threading.Event()  # lets "gated" replies finish
         self.lock = threading.Lock()
         self.called = threading.Condition(self.lock)
         fake = self
@@ -143,6 +146,12 @@ class Upstream:
                         for _ in range(HOLD_TICKS):
                             self._write(_text("."))
                             threading.Event().wait(TICK)
+                    if prompt == "stall":  # started, then silent: a read that never returns
+                        fake.stalled.set()
+                        fake.unstall.wait(120)
+                    if prompt.startswith("gated"):  # a dot, then the rest once the test says
+                        self._write(_text("."))
+                        fake.gate.wait(120)
                     self._write(_text("ok"))
                     for piece in _message_end():
                         self._write(piece)
@@ -209,6 +218,8 @@ def upstream() -> Iterator[Upstream]:
     fake = Upstream()
     fake.thread.start()
     yield fake
+    fake.unstall.set()
+    fake.gate.set()
     fake.server.shutdown()
     fake.server.server_close()
 
@@ -536,3 +547,30 @@ def test_a_key_the_provider_echoes_in_part_never_reaches_the_client(
     key = "sk-ant-test" if model == CLAUDE else "AIza-test"
     for text in (response.text, json.dumps(state)):
         assert key[-6:] not in text and key[-4:] not in text, text
+
+
+# (7) a stalled hosted call, cancelled, takes nothing else down
+def test_a_stalled_hosted_call_cancelled_leaves_its_workers_other_calls_alone(
+    host: Host, upstream: Upstream
+):
+    """One Claude call stalls inside a read its provider never answers; a stream of the same
+    worker is under way beside it (the host runs two at once). Cancelling the stalled one, as
+    its timeout does, ends it at once: the worker is not stopped and the stream finishes."""
+
+    def claude(prompt: str) -> dict[str, Any]:
+        params = {"messages": [{"role": "user", "content": prompt}]}
+        nodes = [{"id": "c", "type": "anthropic/complete", "params": params}]
+        return {"graph": {"schemaVersion": 1, "nodes": nodes}, "target": "c"}
+
+    with host.client(timeout=60) as http:
+        stalled = http.post("/v1/runs", json=claude("stall")).json()["runId"]
+        assert upstream.stalled.wait(60)
+        before = http.get("/v1/health").json()["workers"]["hosted"]
+        stream = http.post("/v1/runs", json=claude("gated")).json()["runId"]
+        assert upstream.wait_for("gated", 1, 60)
+        assert http.delete(f"/v1/runs/{stalled}").status_code == 200
+        assert ended(host, stalled) == "cancelled"
+        upstream.gate.set()
+        assert ended(host, stream) == "done", http.get(f"/v1/runs/{stream}").json()
+        after = http.get("/v1/health").json()["workers"]["hosted"]
+        assert (after["pid"], after["generation"]) == (before["pid"], before["generation"])

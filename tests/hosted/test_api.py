@@ -163,7 +163,12 @@ def test_hosted_runs_take_their_secret_and_never_show_it(
         seen.append(data.decode("latin-1"))
 
         unset = {"api_key_secret": "NOT_STORED", "messages": [{"role": "user", "content": "hi"}]}
-        missing = run_to_end(c, server.ws, body("m", node("m", "anthropic/complete", unset)))
+        token = (server.data_dir / "operator-token").read_text().strip()
+        operator = server.client(headers={"Authorization": f"Bearer {token}"})
+        with operator:  # naming another secret than the node's own is the operator's to do
+            missing = run_to_end(
+                operator, server.ws, body("m", node("m", "anthropic/complete", unset))
+            )
         assert missing["error"]["nodeId"] == "m"
         assert "The secret 'NOT_STORED' is not set" in missing["error"]["message"]
         assert "inline secrets set NOT_STORED" in missing["error"]["message"]

@@ -12,6 +12,7 @@ from ._common import (
     Streamed,
     UpstreamError,
     base_url,
+    cancellable,
     function_specs,
     refused,
     retry_after_of,
@@ -148,7 +149,9 @@ def anthropic_complete(
         return FINISH.get(str(final.stop_reason), "stop")
 
     try:
-        reason = with_retries(ctx, attempt, _status_of, PROVIDER, lambda: not out.started)
+        reason = cancellable(
+            ctx, lambda: with_retries(ctx, attempt, _status_of, PROVIDER, lambda: not out.started)
+        )
     except UpstreamError:
         raise
     except anthropic.AnthropicError as exc:

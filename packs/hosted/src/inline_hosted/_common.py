@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import threading
 import time
 from collections.abc import Callable
 from typing import Annotated, Any, Final, NamedTuple, TypeVar
@@ -60,13 +61,13 @@ class Streamed:
         self.started = False
 
     def add_text(self, piece: str) -> None:
-        if piece:
+        if piece and not self.ctx.cancelled:  # a call left behind by a cancel streams nothing
             self.started = True
             self.text.append(piece)
             self.ctx.stream("text", piece)
 
     def add_thinking(self, piece: str) -> None:
-        if piece:
+        if piece and not self.ctx.cancelled:
             self.started = True
             self.thinking.append(piece)
             self.ctx.stream("thinking", piece)
@@ -98,6 +99,35 @@ def call_deadline() -> float:
     except ValueError:
         timeout = 3600.0
     return time.monotonic() + max(1.0, timeout - MARGIN)
+
+
+#: How often a call waiting on its SDK thread looks for a cancel (seconds).
+CANCEL_TICK: Final = 0.05
+
+
+def cancellable(ctx: Context, work: Callable[[], T]) -> T:
+    """``work()`` (blocking SDK calls) run in a thread of its own, so that a cancel (a timeout
+    of this call, its client gone) ends the call at once even while ``work`` is stuck in a read
+    an upstream never answers: the call stops, the worker's other calls go on, and the thread
+    is left to end with its read (the SDK's own timeout), streaming nothing more."""
+    result: list[T] = []
+    failure: list[BaseException] = []
+    done = threading.Event()
+
+    def run() -> None:
+        try:
+            result.append(work())
+        except BaseException as exc:
+            failure.append(exc)
+        finally:
+            done.set()
+
+    threading.Thread(target=run, name="inline-hosted-call", daemon=True).start()
+    while not done.wait(CANCEL_TICK):
+        ctx.check_cancelled()
+    if failure:
+        raise failure[0]
+    return result[0]
 
 
 def with_retries(

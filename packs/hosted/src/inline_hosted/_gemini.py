@@ -12,6 +12,7 @@ from ._common import (
     Streamed,
     UpstreamError,
     base_url,
+    cancellable,
     function_specs,
     refused,
     retry_after_of,
@@ -168,7 +169,9 @@ def gemini_complete(
                         (out.add_thinking if part.thought else out.add_text)(part.text)
         return _finish(reason)
 
-    reason = with_retries(ctx, attempt, _status_of, PROVIDER, lambda: not out.started)
+    reason = cancellable(
+        ctx, lambda: with_retries(ctx, attempt, _status_of, PROVIDER, lambda: not out.started)
+    )
     return out.result(reason)
 
 
@@ -197,7 +200,7 @@ def gemini_image(
     def attempt() -> Any:
         return client.models.generate_content(model=model, contents=prompt, config=config)
 
-    reply = with_retries(ctx, attempt, _status_of, PROVIDER)
+    reply = cancellable(ctx, lambda: with_retries(ctx, attempt, _status_of, PROVIDER))
     for cand in reply.candidates or []:
         for part in (cand.content.parts if cand.content else None) or []:
             blob = part.inline_data
