@@ -33,7 +33,7 @@ HALF = len(WEIGHTS) // 2
 CONFIG = json.dumps({"architectures": ["LlamaForCausalLM"]}).encode()
 #: A config.json past the 16 MiB a metadata file may be.
 HUGE_CONFIG = json.dumps({"architectures": ["LlamaForCausalLM"], "pad": "x" * (17 << 20)})
-REPOS = ("a", "b", "c", "cut", "unframed", "huge", "drip", "evil")
+REPOS = ("a", "b", "c", "cut", "unframed", "huge", "drip", "evil", "trickle")
 FILES = {
     **{f"acme/{r}/config.json": CONFIG for r in REPOS},
     **{f"acme/{r}/model.safetensors": WEIGHTS for r in REPOS},
@@ -207,6 +207,20 @@ def test_metadata_is_read_within_a_size_and_a_time(tmp_path: Path, hub: ResumeHu
         hub.drip.discard("acme/drip/config.json")
     assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
     assert "acme/drip" in proc.stderr
+
+
+def test_a_server_that_drips_a_byte_at_a_time_is_given_up_on(tmp_path: Path, hub: ResumeHub):
+    """The weights come one byte every 50 ms: no read ever times out, and the file would take
+    400 s. The import stops at the throughput floor in one line, keeping what arrived."""
+    hub.trickle.add(weights_of("trickle"))
+    try:
+        proc = inline(tmp_path, hub, "models", "import", "hf:acme/trickle",
+                      INLINE_HUB_TIMEOUT="1")  # fmt: skip
+    finally:
+        hub.trickle.discard(weights_of("trickle"))
+    assert proc.returncode == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert "bytes in 1 s (under 64 KiB per INLINE_HUB_TIMEOUT=1 s)" in proc.stderr, proc.stderr
 
 
 # (12) a secret only for its service ----------------------------------------------------------

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 COMMIT = "89abcdef0123456789abcdef0123456789abcdef"
+#: Seconds between the bytes of a ``trickle`` GET.
+TRICKLE = 0.05
 
 
 @dataclass
@@ -52,6 +54,8 @@ class ResumeHub:
       closes, as HTTP/1.0 allows), so a cut-short body looks whole;
     - ``drip``: keys whose GETs send one byte, set ``served[key]``, then send nothing more
       until ``release`` is set;
+    - ``trickle``: keys whose GETs send one byte every ``TRICKLE`` seconds (no read ever
+      times out, and the file never arrives) until ``release`` is set;
     - ``tree_extra``: entries added to every tree listing (a hostile path).
     """
 
@@ -66,6 +70,7 @@ class ResumeHub:
         self.short: dict[str, int] = {}
         self.unframed: set[str] = set()
         self.drip: set[str] = set()
+        self.trickle: set[str] = set()
         self.tree_extra: list[dict[str, object]] = []
         self.gets: list[Get] = []
         hub = self
@@ -164,7 +169,7 @@ class ResumeHub:
                     headers["Content-Length"] = str(len(body))
                 get = Get(key, rng, status)
                 hub.gets.append(get)
-                if key in hub.short or key in hub.drip:
+                if key in hub.short or key in hub.drip or key in hub.trickle:
                     self._misbehave(key, status, headers, body, get)
                     return
                 if key in hub.stall:
@@ -191,6 +196,15 @@ class ResumeHub:
                         self.wfile.write(body[: hub.short[key]])
                         get.sent = min(len(body), hub.short[key])
                         return  # the connection closes short of the Content-Length
+                    if key in hub.trickle:  # a byte every TRICKLE seconds, never enough
+                        for i in range(len(body)):
+                            self.wfile.write(body[i : i + 1])
+                            self.wfile.flush()
+                            get.sent = i + 1
+                            hub.served.setdefault(key, threading.Event()).set()
+                            if hub.release.wait(TRICKLE):
+                                return
+                        return
                     self.wfile.write(body[:1])
                     self.wfile.flush()
                     get.sent = 1

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -117,9 +116,7 @@ def add_fit_parser(models_sub: Any) -> None:
     p.add_argument("--vram-gb", type=float, help="pretend each GPU has this much memory")
     p.add_argument("--ram-gb", type=float, help="pretend the machine has this much RAM")
     p.add_argument("--gpus", type=int, help="pretend the machine has this many GPUs (0: none)")
-    p.add_argument(
-        "--profile", choices=PROFILES, default=Settings.from_env().profile or "gpu-max"
-    )
+    p.add_argument("--profile", choices=PROFILES, default=Settings.from_env().profile or "gpu-max")
     p.add_argument("--width", type=int, default=1024)
     p.add_argument("--height", type=int, default=1024)
     p.add_argument("--json", action="store_true", help="print the answer as JSON")

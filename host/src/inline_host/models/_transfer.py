@@ -219,15 +219,33 @@ def _answer(
     return "drop", None
 
 
-def _write(r: Any, part: Path, mode: str, progress: Callable[[int], object]) -> None:
+#: The least a transfer must bring in each window of ``timeout`` seconds: a server that drips
+#: a byte at a time never trips a read timeout, so it is stopped by this floor instead.
+MIN_BYTES_PER_WINDOW: Final = 64 << 10
+
+
+def _write(
+    r: Any, part: Path, mode: str, progress: Callable[[int], object], window: float, what: str
+) -> None:
     try:
         with part.open(mode) as out:
             done = out.tell()
+            mark, mark_done = time.monotonic(), done
             for chunk in r.iter_bytes():
                 out.write(chunk)
                 out.flush()  # what arrived is on disk: a killed process resumes after it
                 done += len(chunk)
                 progress(done)
+                now = time.monotonic()
+                if now - mark >= window:
+                    if done - mark_done < MIN_BYTES_PER_WINDOW:
+                        raise TransferError(
+                            f"{what}: the server sent {done - mark_done} bytes in "
+                            f"{now - mark:.0f} s (under {MIN_BYTES_PER_WINDOW >> 10} KiB per "
+                            f"INLINE_HUB_TIMEOUT={window:g} s); what arrived is kept: run it "
+                            "again to resume"
+                        )
+                    mark, mark_done = now, done
     except OSError as exc:  # the disk: full, read-only... (network errors are httpx's)
         raise TransferError(disk_problem(exc, part)) from None
 
@@ -283,7 +301,7 @@ def transfer(
                     part.unlink(missing_ok=True)
                     failures += 1
                     continue
-                _write(r, part, "ab" if how == "append" else "wb", progress)
+                _write(r, part, "ab" if how == "append" else "wb", progress, timeout, what)
         except Exception as exc:
             if not _transient(exc):
                 raise
