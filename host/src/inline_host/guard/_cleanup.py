@@ -15,7 +15,8 @@ log = logging.getLogger("inline.guard")
 SEGMENT = re.compile(r"^inline-(\d+)-")
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -31,7 +32,7 @@ def remove_dead_hosts_segments(shm_dir: Path = SHM_DIR) -> int:
     with contextlib.suppress(OSError):
         for entry in os.scandir(shm_dir):
             m = SEGMENT.match(entry.name)
-            if m is None or int(m.group(1)) == os.getpid() or _alive(int(m.group(1))):
+            if m is None or int(m.group(1)) == os.getpid() or alive(int(m.group(1))):
                 continue
             with contextlib.suppress(FileNotFoundError, PermissionError):
                 os.unlink(entry.path)

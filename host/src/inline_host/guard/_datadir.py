@@ -21,6 +21,7 @@ from pathlib import Path
 from types import TracebackType
 
 from .._errors import InlineHostError
+from ._cleanup import alive
 
 LOCK_NAME = "host.lock"
 #: Every record is exactly this long (JSON padded with spaces), written with one ``pwrite``, so
@@ -90,16 +91,6 @@ class DataDirLock:
         self.release()
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def read_holder(fd: int) -> Holder:
     """The holder a lock file names (unknown fields where it holds no valid record)."""
     try:
@@ -131,7 +122,7 @@ def lock_data_dir(data_dir: Path, port: int) -> DataDirLock:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 holder = read_holder(fd)
-                if holder.pid is not None and (holder.pid == os.getpid() or _alive(holder.pid)):
+                if holder.pid is not None and (holder.pid == os.getpid() or alive(holder.pid)):
                     break
                 # the holder took the lock but has not written its record yet (or the record
                 # is a dead host's): look again, briefly
