@@ -1,4 +1,5 @@
-"""Shared fixtures: the anyio backend, and a guard that records any attempt to import torch."""
+"""Shared fixtures: the anyio backend, a guard that records any attempt to import torch, and the
+markers of the suite's tiers (``torch``, ``ray``, ``slow``), given by where a test lives."""
 
 from __future__ import annotations
 
@@ -11,6 +12,36 @@ from typing import Any
 import pytest
 
 HEAVY = ("torch", "diffusers", "transformers")
+#: Where the tests that build a torch pack venv (and tiny models) live, file or folder.
+TORCH_TESTS = (
+    "tests/models/",
+    "tests/generate/",
+    "tests/text/test_client.py",
+    "tests/text/test_openai.py",
+    "tests/chaos/test_lora_hostile.py",
+    "tests/chaos/test_first_use.py",
+)
+#: Where the tests that start Ray clusters live.
+RAY_TESTS = ("tests/ray/",)
+#: Other tests that take minutes (two minutes of schemathesis).
+SLOW_TESTS = ("tests/api/test_fuzz.py",)
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Mark each test by where it lives: ``torch`` (builds a torch venv), ``ray`` (starts a
+    cluster); both are ``slow``, as are a few others that take minutes. ``./scripts/test -m
+    "not slow"`` is the fast tier."""
+    for item in items:
+        where = Path(str(item.fspath)).resolve().relative_to(ROOT).as_posix()
+        if where.startswith(TORCH_TESTS):
+            item.add_marker(pytest.mark.torch)
+            item.add_marker(pytest.mark.slow)
+        if where.startswith(RAY_TESTS):
+            item.add_marker(pytest.mark.ray)
+            item.add_marker(pytest.mark.slow)
+        if where.startswith(SLOW_TESTS):
+            item.add_marker(pytest.mark.slow)
 
 
 class HeavyImportRecorder(importlib.abc.MetaPathFinder):
