@@ -150,7 +150,7 @@ class RunsController(Controller):
         request: Request[Any, Any, Any],
     ) -> Response[Submitted]:
         await service.refresh()
-        named = service.named_secrets(data)
+        named = service.chosen_secrets(data)
         token = request.app.state.operator_token
         if named and not bearer_matches(request.headers.get("authorization"), token):
             raise NotAuthorizedException(

@@ -26,6 +26,7 @@ from litestar import Request
 from litestar.datastructures import State
 
 from ..runs._service import RunService
+from ._state import app_object
 
 __all__ = ("KEEP", "WINDOW", "Attempt", "Attempts", "provide_attempts", "submit_once")
 
@@ -112,11 +113,7 @@ class Attempts:
 
 def provide_attempts(state: State) -> Attempts:
     """The app's ``Attempts`` (made on first use; one per app, shared by the /openai routes)."""
-    attempts = state.get(STATE_KEY)
-    if not isinstance(attempts, Attempts):
-        attempts = Attempts()
-        state[STATE_KEY] = attempts
-    return attempts
+    return app_object(state, STATE_KEY, Attempts)
 
 
 async def submit_once(

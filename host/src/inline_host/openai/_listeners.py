@@ -26,6 +26,7 @@ from litestar.datastructures import State
 
 from ..runs._service import RunService
 from ._schemas import OpenAIError
+from ._state import app_object
 
 __all__ = ("GRACE", "Lease", "Listeners", "client_gone", "provide_listeners", "until_answered")
 
@@ -116,11 +117,7 @@ def _status(service: RunService, run_id: str) -> str | None:
 
 def provide_listeners(state: State) -> Listeners:
     """The app's ``Listeners`` (made on first use; one per app, shared by the /openai routes)."""
-    listeners = state.get(STATE_KEY)
-    if not isinstance(listeners, Listeners):
-        listeners = Listeners()
-        state[STATE_KEY] = listeners
-    return listeners
+    return app_object(state, STATE_KEY, Listeners)
 
 
 async def until_answered(

@@ -211,7 +211,7 @@ class RunService:
         self._enqueue(run)
         return run.id, run.status, True
 
-    def named_secrets(self, body: Any) -> list[str]:
+    def chosen_secrets(self, body: Any) -> list[str]:
         """``node.param`` of every secret param (``*_secret``) the request sets to another
         secret than the node's own default: naming a secret is the operator's to do."""
         graph = body.get("graph") if isinstance(body, dict) else None
