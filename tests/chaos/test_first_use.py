@@ -184,12 +184,6 @@ def cli_try(tmp_path: Path, built_packs: Path, i: int) -> subprocess.CompletedPr
     return cli_render(data, graph, tmp_path / f"out-{i}")
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="issue 21 open: the very first render, building the basics and primitives venvs at "
-    "once, failed 1 in 3 CI runs with a host-side \"can only concatenate str (not 'NoneType') "
-    "to str\" on node 'p' (not yet found)",
-)
 def test_the_cli_first_render_building_the_venvs_names_every_missing_file(
     tmp_path: Path, built_packs: Path
 ) -> None:

@@ -15,14 +15,33 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 
 from ._errors import EnvBuildFailed
 
 
+_found: str | None = None
+_finding = threading.Lock()
+
+
 def uv_binary() -> str:
-    """The uv executable (the ``uv`` package's own binary, else the one on PATH)."""
+    """The uv executable (the ``uv`` package's own binary, else the one on PATH), found once.
+
+    Found under a lock: ``find_uv_bin`` reads ``sysconfig``, whose first use is not
+    thread-safe on Python 3.11 (a thread that comes second sees a half-filled table, and
+    ``get_config_var("EXE")`` is None), and two pack venvs built at once on a host's first
+    render both ask here first.
+    """
+    global _found
+    with _finding:
+        if _found is None:
+            _found = _find_uv()
+        return _found
+
+
+def _find_uv() -> str:
     try:
         from uv import find_uv_bin
 

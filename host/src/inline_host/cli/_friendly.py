@@ -3,18 +3,20 @@
 A node error whose remote type is a user's mistake (a missing or unreadable input, a bad asset
 id, missing model files, params refused by the node) prints its message only; the remote
 traceback appears with ``--debug`` or ``INLINE_DEBUG=1``. Any other node error is a bug in the
-node, and keeps its traceback.
+node, and keeps its traceback. A node that failed in the host, not in its worker, with an error
+the host does not know (a bug of ours), gets the host-side traceback with ``--debug``.
 """
 
 from __future__ import annotations
 
 import copy
+import traceback
 from pathlib import Path
 from typing import Any
 
 from inline_core import NodeFailed
 
-from .._errors import USER_MISTAKES, NodeError
+from .._errors import USER_MISTAKES, InlineHostError, NodeError
 
 __all__ = ("USER_MISTAKES", "check_out_dir", "describe_failure", "resolve_path_refs")
 
@@ -37,8 +39,15 @@ def _describe_one(exc: BaseException, debug: bool) -> str:
             return f"{node}: {cause.remote_message}"
         return f"{node} failed: {cause.remote_type}: {cause.remote_message}\n{cause.traceback}"
     if isinstance(exc, NodeFailed):  # the worker died, timed out, refused to start...
-        return f"node '{exc.node_id}' ({exc.node_type}): {exc}"
+        line = f"node '{exc.node_id}' ({exc.node_type}): {exc}"
+        if debug and not isinstance(cause, InlineHostError):  # the host's own bug: where
+            return f"{line}\n{_traceback(cause)}"
+        return line
     return str(exc)
+
+
+def _traceback(exc: BaseException) -> str:
+    return "".join(traceback.format_exception(exc)).rstrip()
 
 
 def resolve_path_refs(request: Any, base: Path) -> Any:
