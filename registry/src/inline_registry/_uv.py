@@ -21,7 +21,6 @@ from pathlib import Path
 
 from ._errors import EnvBuildFailed
 
-
 _found: str | None = None
 _finding = threading.Lock()
 
