@@ -8,62 +8,37 @@ up first and passes its flags here.
 from __future__ import annotations
 
 import argparse
-import logging
-import os
+import importlib.util
 import sys
 from pathlib import Path
+from types import ModuleType
 
 ROOT = Path(__file__).resolve().parent
+SERVE = ROOT / "host" / "src" / "inline_host" / "cli" / "_serve.py"
+
+
+def _serve_module() -> ModuleType:
+    """``inline serve``'s flags and runner; read from its file when the workspace is not set up
+    yet (``./webui.sh --help`` on a fresh machine runs with the standard library alone)."""
+    try:
+        from inline_host.cli import _serve
+    except ImportError:
+        spec = importlib.util.spec_from_file_location("_inline_serve", SERVE)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    return _serve
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The launcher's flags."""
+    """The launcher's flags (``inline serve`` has the same ones)."""
     p = argparse.ArgumentParser(
         prog="webui.sh / main.py",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument(
-        "--listen",
-        nargs="?",
-        const="0.0.0.0",
-        metavar="ADDR",
-        help="listen beyond loopback (default address 0.0.0.0; requires --token)",
-    )
-    p.add_argument("--port", type=int, help="port (default 8848)")
-    p.add_argument(
-        "--token",
-        help="bearer token every request must carry (visible in `ps`: prefer --token-file or "
-        "INLINE_TOKEN)",
-    )
-    p.add_argument(
-        "--token-file", type=Path, metavar="FILE", help="read the bearer token from FILE"
-    )
-    p.add_argument(
-        "--data-dir",
-        help="runs, takes, blobs and pack venvs (default ./.inline); one host per data dir",
-    )
-    p.add_argument("--models-dir", help="model files, ComfyUI layout (default ./models)")
-    p.add_argument("--lowvram", action="store_true", help="memory profile 'lowvram'")
-    p.add_argument(
-        "--smart-memory",
-        action="store_true",
-        help="let the memory policy fit models automatically (the default)",
-    )
-    p.add_argument("--vram-budget", type=float, metavar="GB", help="cap the VRAM the engine uses")
-    p.add_argument("--multi-gpu", action="store_true", help="split one image across GPUs")
-    p.add_argument(
-        "--ray",
-        metavar="ADDRESS",
-        help="run pack workers on the Ray cluster at ADDRESS (INLINE_RAY_ADDRESS); one that "
-        "does not answer within INLINE_RAY_CONNECT_TIMEOUT seconds (30) is exit 2",
-    )
-    p.add_argument(
-        "--front-end-root", type=Path, metavar="DIR", help="serve a local SPA build from DIR at /"
-    )
-    p.add_argument(
-        "--install", action="store_true", help="set up every pack's venv, then exit without serving"
-    )
+    _serve_module().add_server_flags(p)
     p.add_argument("--version", action=_VersionAction)
     return p
 
@@ -87,61 +62,8 @@ class _VersionAction(argparse.Action):
         parser.exit(0)
 
 
-def token_of(args: argparse.Namespace) -> str | None:
-    """The token: ``--token``, else the first line of ``--token-file`` (kept out of ``ps``)."""
-    if args.token_file is None:
-        return args.token
-    try:
-        token = args.token_file.read_text().strip()
-    except OSError as exc:
-        message = f"error: cannot read --token-file {args.token_file}: {exc.strerror}"
-        raise SystemExit(message) from None
-    if not token:
-        raise SystemExit(f"error: --token-file {args.token_file} is empty")
-    return token
-
-
-def apply_flags(args: argparse.Namespace, env: dict[str, str]) -> None:
-    """Write the flags into the environment the engine reads."""
-    pairs = {
-        "INLINE_HOST": args.listen,
-        "INLINE_PORT": None if args.port is None else str(args.port),
-        "INLINE_TOKEN": token_of(args),
-        "INLINE_DATA_DIR": args.data_dir,
-        "INLINE_MODELS_DIR": args.models_dir,
-        "INLINE_PROFILE": "lowvram" if args.lowvram else None,
-        "INLINE_VRAM_BUDGET_GB": None if args.vram_budget is None else str(args.vram_budget),
-        "INLINE_PARALLEL": "auto" if args.multi_gpu else None,
-        "INLINE_SMART_MEMORY": "1" if args.smart_memory else None,
-        "INLINE_RAY_ADDRESS": args.ray,
-    }
-    env.update({k: v for k, v in pairs.items() if v is not None})
-    env.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    apply_flags(args, os.environ)  # type: ignore[arg-type]
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
-    from inline_host import Settings
-    from inline_host.api import serve
-
-    settings = Settings.from_env()
-    if args.install:
-        from inline_registry import load_registry
-
-        registry = load_registry(
-            settings.packs_dir,
-            settings.extra_packs,
-            say=lambda m: print(m, file=sys.stderr),
-            build=True,
-        )
-        for name, info in registry.packs.items():
-            print(f"{name} {info.version}: {len(info.node_types)} node(s) ready")
-        for name, reason in registry.failed.items():
-            print(f"{name}: unavailable: {reason}", file=sys.stderr)
-        return 1 if registry.failed else 0
-    return serve(settings, front_end_root=args.front_end_root)
+    return _serve_module().run_server(build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":

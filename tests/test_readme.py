@@ -223,7 +223,7 @@ def test_the_readme_node_example_is_what_pack_new_generates_and_runs(tmp_path):
 
 def test_the_readme_lists_every_v1_route(tmp_path):
     from inline_host import Settings
-    from inline_host.api._app import create_app
+    from inline_host.api import create_app
 
     def shape(path: str) -> str:
         return re.sub(r"\{[^}]*\}", "{}", path).rstrip("/")

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from inline_host.api._comfyui import CONVERSIONS
 from inline_host.comfyui import (
     MAX_NODES,
     MAX_TEXT,
@@ -24,7 +25,6 @@ from inline_host.comfyui import (
     TooManyNodes,
     import_comfyui,
 )
-from inline_host.comfyui._api import CONVERSIONS
 
 from .conftest import Host, proc_status
 

@@ -298,8 +298,8 @@ def in_process(hub: ResumeHub, monkeypatch: pytest.MonkeyPatch) -> ResumeHub:
 def test_a_full_disk_is_named_as_such_not_as_an_unreachable_hub(
     tmp_path: Path, in_process: ResumeHub, monkeypatch: pytest.MonkeyPatch
 ):
-    from inline_host.models._pull import Fetch, PullError, fetch, staging_dir
-    from inline_host.models._transfer import stage_file
+    from inline_host.hub._pull import Fetch, PullError, fetch, staging_dir
+    from inline_host.hub._transfer import stage_file
 
     models = tmp_path / "models"
     f = Fetch("Weights", "acme/b", "model.safetensors", "main", models / "w.safetensors", None)

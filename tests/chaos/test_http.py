@@ -8,8 +8,7 @@ import socket
 
 import httpx
 import pytest
-from inline_host.api._app import token_middleware
-from inline_host.guard import HostPolicy, check_request
+from inline_host.guard import HostPolicy, check_request, token_middleware
 from inline_registry import scaffold_pack
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect

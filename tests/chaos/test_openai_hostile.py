@@ -329,7 +329,7 @@ def test_dropped_streams_cancel_their_runs_and_free_the_slots(host: Host, upstre
 def test_a_run_a_retry_listens_to_outlives_its_first_try(host: Host, upstream: Upstream):
     """The SDK's retry of a stream attaches to the first try's run: the first try's going
     leaves the run to the retry, past the grace; the retry's going cancels it."""
-    from inline_host.openai._listeners import GRACE
+    from inline_host.api.openai._listeners import GRACE
 
     with httpx.Client(base_url=host.url, timeout=30) as http:
         first = open_stream(http, ask("hold"), content=True)
@@ -366,7 +366,7 @@ def test_a_dropped_plain_completion_cancels_its_run(host: Host, upstream: Upstre
 def test_a_run_is_cancelled_only_once_its_last_listener_left():
     """A retry attached to a run keeps it: the first try's leaving cancels nothing. A run
     still queued goes at once; a running one after the grace, unless a request joined it."""
-    from inline_host.openai._listeners import Listeners
+    from inline_host.api.openai._listeners import Listeners
 
     class Service:
         def __init__(self, status: str) -> None:

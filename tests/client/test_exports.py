@@ -6,11 +6,11 @@ import subprocess
 import sys
 
 import inline_client
-import inline_host.openai
+import inline_host.api.openai
 
 
 def test_all_matches_public_names() -> None:
-    for module in (inline_client, inline_host.openai):
+    for module in (inline_client, inline_host.api.openai):
         public = {
             n
             for n, v in vars(module).items()

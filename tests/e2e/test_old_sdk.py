@@ -13,8 +13,7 @@ from pathlib import Path
 
 import anyio
 import pytest
-from inline_core import OutputCache
-from inline_host import Engine, Supervisor
+from inline_host import Engine
 from inline_registry import PackEnv, PackInfo, PackSource, merge, probe, read_cached_welcome
 from inline_registry._envs import READY
 from inline_registry._uv import uv_binary, uv_env
@@ -71,8 +70,8 @@ async def test_a_pack_on_sdk_1_0_runs_unchanged(old_env: PackEnv, settings) -> N
         n("s", "oldpack/shout", {"marks": 3}, text=("t", "text")),
     )
     async with anyio.create_task_group() as tg:
-        supervisor = Supervisor(registry, settings, tg)
-        engine = Engine(settings, registry, supervisor, OutputCache(max_entries=16))
+        engine = Engine(settings, registry, tg)
+        supervisor = engine.supervisor
         try:
             result = await engine.run(doc)
             value = result.outputs["text"].value

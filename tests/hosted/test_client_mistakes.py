@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-from inline_host.openai._attempts import Attempt, Attempts
+from inline_host.api.openai._attempts import Attempt, Attempts
 
 from ..api.conftest import Server, start_server
 from ._fakes import FakeUpstream

@@ -141,8 +141,8 @@ def test_bad_download_requests_are_named(server: Server):
 def test_downloads_are_for_loopback_or_the_token():
     from types import SimpleNamespace
 
+    from inline_host.api._downloads import guard_downloads
     from inline_host.hub._downloads import DownloadRefused
-    from inline_host.hub._downloads_api import guard_downloads
 
     def conn(host: str, token: str | None) -> Any:
         service = SimpleNamespace(settings=SimpleNamespace(token=token))

@@ -179,8 +179,8 @@ def hub(monkeypatch: pytest.MonkeyPatch) -> Iterator[ResumeHub]:
 
 def big_fetch(models: Path, *, staged_bytes: bytes = b"", etag: str = sha256(BIG)) -> Any:
     """A fetch of acme/big's weights, with ``staged_bytes`` left by an earlier process."""
-    from inline_host.models._pull import Fetch, staging_dir
-    from inline_host.models._transfer import stage_file
+    from inline_host.hub._pull import Fetch, staging_dir
+    from inline_host.hub._transfer import stage_file
 
     if staged_bytes:
         part = stage_file(staging_dir("acme/big", models), "model.safetensors", etag)
@@ -191,7 +191,7 @@ def big_fetch(models: Path, *, staged_bytes: bytes = b"", etag: str = sha256(BIG
 
 
 def run_fetch(f: Any, models: Path) -> list[str]:
-    from inline_host.models._pull import fetch
+    from inline_host.hub._pull import fetch
 
     said: list[str] = []
     assert fetch(f, models, say=said.append) == f.dest
@@ -225,7 +225,7 @@ def test_a_corrupted_stage_is_deleted_said_and_fetched_again(tmp_path: Path, hub
 
 
 def test_bytes_that_do_not_match_the_hash_are_refused(tmp_path: Path, hub: ResumeHub):
-    from inline_host.models._pull import Fetch, PullError, fetch
+    from inline_host.hub._pull import Fetch, PullError, fetch
 
     hub.wrong[BIG_KEY] = BIG[:-1] + b"\xff"  # the right size, one wrong byte
     f = big_fetch(tmp_path)
@@ -253,7 +253,7 @@ def test_a_stage_of_another_version_is_dropped(tmp_path: Path, hub: ResumeHub):
 
 
 def test_a_second_download_of_the_same_file_is_refused(tmp_path: Path, hub: ResumeHub):
-    from inline_host.models._pull import PullError, fetch, staging_dir
+    from inline_host.hub._pull import PullError, fetch, staging_dir
 
     f = big_fetch(tmp_path, staged_bytes=BIG[:CUT])
     lock = staging_dir("acme/big", tmp_path) / "model.safetensors.lock"

@@ -127,3 +127,41 @@ def test_the_token_can_come_from_a_file_and_stays_out_of_ps(tmp_path):
         cwd=ROOT, env=env_for(tmp_path), capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert (out.returncode, out.stderr) == (1, f"error: --token-file {empty} is empty\n")
+
+
+def test_inline_serve_is_the_same_server_with_the_same_flags(tmp_path):
+    """`inline serve --port N --data-dir D` serves /v1 as main.py does; a taken port is the
+    same one line and exit 2."""
+    inline = str(Path(sys.executable).parent / "inline")
+    port = free_port()
+    data = tmp_path / "served"
+    proc = subprocess.Popen(
+        [inline, "serve", "--port", str(port), "--data-dir", str(data)],
+        cwd=ROOT,
+        env=env_for(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+            try:
+                if httpx.get(f"{base}/v1/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                assert time.monotonic() < deadline, "server did not start"
+                time.sleep(0.2)  # polling a starting server
+        assert (data / "host.lock").exists()  # --data-dir was the one it took
+        taken = subprocess.run(
+            [inline, "serve", "--port", str(port), "--data-dir", str(tmp_path / "other")],
+            cwd=ROOT, env=env_for(tmp_path), capture_output=True, text=True, timeout=120,
+        )  # fmt: skip
+        assert taken.returncode == 2
+        assert taken.stderr.endswith(f"error: port {port} on 127.0.0.1 is already in use "
+                                     "(another Inline running?): pick another with --port N "
+                                     "(or INLINE_PORT)\n")  # fmt: skip
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)

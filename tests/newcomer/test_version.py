@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from inline_host._system import versions
+from inline_host._settings import versions
 from inline_sdk import SDK_VERSION
 from inline_sdk.protocol import PROTOCOL
 

@@ -1,4 +1,4 @@
-"""The OpenAI stream's gathering of a run's deltas (``inline_host.openai._pieces``): the first
+"""The OpenAI stream's gathering of a run's deltas (``inline_host.api.openai._pieces``): the first
 piece goes out at once, what came since the last write is joined per output in order, the end
 flushes, and other nodes' deltas and other events are left out."""
 
@@ -9,7 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
-from inline_host.openai._pieces import streamed
+from inline_host.api.openai._pieces import streamed
 from inline_host.runs._events import Event, Subscriber
 
 NODE = "complete"

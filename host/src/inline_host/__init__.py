@@ -1,8 +1,19 @@
 """The Inline host: pack workers, durable runs, the /v1 API and the ``inline`` command.
 
-Arranged by role: ``runs`` (the engine, the run service, the store, takes), ``workers`` (pack
-processes, launchers, the memory broker), ``models`` (catalogs, fit), ``packs`` (pack management),
-``api`` (Litestar controllers, which talk only to services) and ``cli``.
+Built in floors, each folder importing only the faces (``__init__``) of the folders below it
+(``tests/test_layers.py`` keeps it so), bottom first:
+
+- base: ``_settings``, ``_errors``, ``_values`` (what the host holds of a worker's values);
+- ``comfyui`` (the pure workflow converter) and ``assets`` (what an upload may be);
+- ``guard``: the HTTP guard, the token check, limits, the data dir's lock;
+- ``workers``: pack processes, the launcher seam and the one place that picks a launcher, Ray;
+- ``models``: the models dir's catalogs and the fit answer;
+- ``runs`` (the engine, the run service behind the store's gate, events, takes) and ``hub``
+  (importers, fetching files, downloads, secrets);
+- ``packs``: installing, upgrading and rolling back packs while serving;
+- ``api``: every HTTP route (/v1, /openai/v1, ComfyUI import, downloads, health); it wires the
+  server's objects together;
+- ``cli``: every ``inline`` command; it wires a command's objects together.
 """
 
 from ._errors import (
@@ -16,10 +27,10 @@ from ._errors import (
     PackStartFailed,
 )
 from ._settings import Settings
-from .packs._service import PackService
-from .runs._blobs import BlobStore
-from .runs._engine import Engine, PackExecutor, RunResult
-from .workers._supervisor import HostValue, Supervisor, WorkerProcess
+from ._values import HostValue
+from .packs import PackService
+from .runs import BlobStore, Engine, PackExecutor, RunResult
+from .workers import Supervisor, WorkerProcess
 
 __all__ = (
     "BlobError",

@@ -9,6 +9,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 def _float(env: Mapping[str, str], name: str, default: float, unit: str = "seconds") -> float:
@@ -241,3 +242,17 @@ class Settings:
     def logs_dir(self) -> Path:
         """Where worker logs are written."""
         return self.data_dir / "logs"
+
+
+def versions() -> dict[str, Any]:
+    """The engine's, the SDK's and the protocol's versions."""
+    from importlib import metadata
+
+    from inline_sdk import SDK_VERSION
+    from inline_sdk.protocol import PROTOCOL
+
+    try:
+        engine = metadata.version("inline-host")
+    except metadata.PackageNotFoundError:
+        engine = "0+unknown"
+    return {"engine": engine, "sdk": SDK_VERSION, "protocol": PROTOCOL}

@@ -1,6 +1,7 @@
-"""The /v1 HTTP API on Litestar."""
+"""Every HTTP route: /v1, /openai/v1, the ComfyUI import, downloads and health, on Litestar."""
 
-from ._app import InsecureBind, check_bind, create_app, is_loopback
+from ..guard import InsecureBind, check_bind, is_loopback
+from ._app import create_app
 from ._server import serve
 
 __all__ = ("InsecureBind", "check_bind", "create_app", "is_loopback", "serve")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
-import ipaddress
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -14,20 +12,13 @@ import anyio
 from litestar import Litestar
 from litestar.datastructures import State
 from litestar.di import Provide
-from litestar.types import ASGIApp, Receive, Scope, Send
 
 from .._settings import Settings
-from .._system import SystemService
-from ..comfyui._api import ComfyImportController
-from ..guard import HostPolicy, operator_token, request_guard
-from ..hub import DownloadsController, DownloadService, downloads_lifespan
-from ..models._service import ModelsService
-from ..openai import OpenAIController
-from ..openai._images import OpenAIImagesController
-from ..packs._service import PackService
-from ..runs._engine import Engine
-from ..runs._service import RunService
-from ..runs._store import RunStore
+from ..guard import HostPolicy, check_bind, operator_token, request_guard, token_middleware
+from ..hub import DownloadService, secrets_reader
+from ..packs import PackService
+from ..runs import Engine, RunService, RunStore
+from ._comfyui import ComfyImportController
 from ._controllers import (
     AssetsController,
     FitController,
@@ -38,79 +29,14 @@ from ._controllers import (
     run_events,
 )
 from ._docs import docs_assets_router, openapi_config
+from ._downloads import DownloadsController, downloads_lifespan
 from ._errors import EXCEPTION_HANDLERS
+from ._models import ModelsService
 from ._packs_api import PacksController
+from ._system import SystemService
+from .openai import OpenAIController, OpenAIImagesController
 
 log = logging.getLogger("inline.api")
-
-
-UNAUTHORIZED = b'{"error":{"code":"unauthorized","message":"A valid bearer token is required."}}'
-
-
-class InsecureBind(RuntimeError):
-    """Listening beyond loopback without a token."""
-
-
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` names only this machine."""
-    if host in ("localhost", ""):
-        return host == "localhost"
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
-
-
-def check_bind(settings: Settings) -> None:
-    """Refuse to serve beyond loopback without a token."""
-    if not is_loopback(settings.host) and not settings.token:
-        raise InsecureBind(
-            f"Refusing to listen on {settings.host}: binding beyond loopback requires a token "
-            "(--token TOKEN or INLINE_TOKEN)"
-        )
-
-
-def token_middleware(token: str | None) -> Any:
-    """An ASGI middleware that checks ``Authorization: Bearer`` (or ``?token=`` on websockets)."""
-
-    def factory(app: ASGIApp) -> ASGIApp:
-        async def middleware(scope: Scope, receive: Receive, send: Send) -> None:
-            if token is None or scope["type"] not in ("http", "websocket"):
-                await app(scope, receive, send)
-                return
-            headers = {
-                k.decode("latin-1").lower(): v.decode("latin-1")  # 0xff is a 401, not a 500
-                for k, v in scope.get("headers", [])
-            }
-            given = headers.get("authorization", "").removeprefix("Bearer ").strip()
-            if not given and scope["type"] == "websocket":
-                query = scope.get("query_string", b"").decode()
-                given = next((p[6:] for p in query.split("&") if p.startswith("token=")), "")
-            if hmac.compare_digest(given.encode("latin-1"), token.encode()):
-                await app(scope, receive, send)
-                return
-            if scope["type"] == "websocket":
-                await send({"type": "websocket.close", "code": 4401})
-                return
-            body = (
-                b'{"error":{"code":"unauthorized","message":"A valid bearer token is required."}}'
-            )
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 401,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", str(len(body)).encode()),
-                        (b"www-authenticate", b"Bearer"),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": body})
-
-        return middleware
-
-    return factory
 
 
 def provide_models(state: State) -> ModelsService:
@@ -145,7 +71,8 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        async with Engine.open(settings, say=log.info) as engine:
+        secrets = secrets_reader(settings.data_dir)
+        async with Engine.open(settings, say=log.info, secrets=secrets) as engine:
             store = RunStore(settings.db_path)
             service = RunService(engine, store)
             app.state.settings = settings

@@ -31,13 +31,11 @@ from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, JSONBody, QueryParameter
 from litestar.response import Stream
 
-from .._system import Health, SystemService
 from ..assets import RAW_HINT, AssetRefused, sniff_kind
 from ..guard import bearer_matches
-from ..models._service import ModelsService, UnknownModel, UnsafeName
-from ..runs._service import RunService, take_view
-from ..runs._views import RunState, RunSummary, Submitted, Take
+from ..runs import RunService, RunState, RunSummary, Submitted, Take, take_view
 from ._errors import ApiError, not_found
+from ._models import ModelsService, UnknownModel, UnsafeName
 from ._openapi import (
     ModelListDoc,
     RawUploadOperation,
@@ -45,6 +43,7 @@ from ._openapi import (
     errors,
     submit_responses,
 )
+from ._system import Health, SystemService
 
 TAKE_ID = re.compile(r"^take_[0-9a-f]{12}$")
 CONTENT_TYPES = {

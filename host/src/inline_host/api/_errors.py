@@ -23,7 +23,7 @@ from litestar.exceptions import (
 )
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
-from ..runs._service import Conflict, QueueFull, StorageFailing
+from ..runs import Conflict, QueueFull, StorageFailing
 
 log = logging.getLogger("inline.api")
 

@@ -25,7 +25,7 @@ from litestar.openapi.spec import (
 )
 from litestar.openapi.spec import OpenAPIMediaType as MediaEntry
 
-from ..runs._views import Submitted
+from ..runs import Submitted
 
 __all__ = (
     "ModelListDoc",

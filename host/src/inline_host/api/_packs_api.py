@@ -15,7 +15,7 @@ from litestar.handlers import BaseRouteHandler
 from litestar.params import FromPath, JSONBody
 
 from ..guard import guard_operator
-from ..packs._service import PackService
+from ..packs import PackService
 from ._errors import ApiError, handle_api_error
 from ._openapi import errors
 

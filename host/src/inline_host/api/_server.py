@@ -89,8 +89,7 @@ def join_ray(settings: Settings) -> str | None:
     ``settings.ray_connect_timeout``: None, or one line saying why it could not."""
     if not settings.ray_address:
         return None
-    from ..workers._launchers import LaunchFailed
-    from ..workers._ray_connect import join_cluster  # Ray is imported only when asked for
+    from ..workers import LaunchFailed, join_cluster  # Ray is imported on joining only
 
     try:
         join_cluster(settings.ray_address, settings.ray_connect_timeout)

@@ -10,17 +10,18 @@ from typing import Any
 from inline_registry import RegistryError
 
 from .._settings import Settings
-from ..models._fit import add_fit_parser, run_fit
-from ..models._pull import (
+from ..hub import (
     STAGING,
     PullError,
-    _present,
     fetch,
+    is_present,
     node_models,
     plan_fetches,
+    release_staging,
     staging_dir,
 )
-from ..models._transfer import release_staging
+from ._fit import add_fit_parser, run_fit
+from ._import import add_import_parsers, run_import_command
 
 
 def add_models_parser(subparsers: Any) -> None:
@@ -34,8 +35,6 @@ def add_models_parser(subparsers: Any) -> None:
     pull.add_argument("--all", action="store_true", help="also fetch optional files")
     pull.add_argument("--dry-run", action="store_true", help="only list what would be fetched")
     add_fit_parser(sub)
-    from ..hub import add_import_parsers  # here: the hub package builds on this module
-
     add_import_parsers(sub)
 
 
@@ -44,8 +43,6 @@ def run_models(args: argparse.Namespace) -> int:
     if args.models_command == "fit":
         return run_fit(args)
     if args.models_command in ("import", "estimate"):
-        from ..hub import run_import_command
-
         return run_import_command(args)
     if args.models_command != "pull":
         return 2
@@ -55,7 +52,7 @@ def run_models(args: argparse.Namespace) -> int:
     except (PullError, RegistryError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    todo = [f for f in fetches if not _present(f)]
+    todo = [f for f in fetches if not is_present(f)]
     plan_out = sys.stdout if args.dry_run else sys.stderr  # a dry run's plan is its output
     for f in fetches:
         state = "present" if f not in todo else ("would fetch" if args.dry_run else "fetching")

@@ -7,13 +7,13 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from .._settings import versions
+
 __all__ = ("VersionAction", "version_line")
 
 
 def version_line() -> str:
     """``inline 0.1.0 (sdk 1.4.0, protocol 1)``: what ``/v1/health`` reports as ``version``."""
-    from .._system import versions
-
     v = versions()
     return f"inline {v['engine']} (sdk {v['sdk']}, protocol {v['protocol']})"
 

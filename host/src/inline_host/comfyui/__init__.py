@@ -1,6 +1,6 @@
-"""Importing ComfyUI workflows (UI saves, API prompts, PNGs carrying them) as ``/v1`` runs."""
+"""Importing ComfyUI workflows (UI saves, API prompts, PNGs carrying them) as ``/v1`` runs: the
+pure converter (its route is in ``api``, its command in ``cli``)."""
 
-from ._cli import add_import_parser, run_import
 from ._convert import Imported, Table
 from ._errors import (
     MAX_NODES,
@@ -17,6 +17,7 @@ from ._errors import (
 from ._import import import_comfyui
 from ._read import Workflow, png_text_chunks, read_workflow
 from ._report import NodeReport, Report, Unmapped, render_text
+from ._sources import cached_mappings, registry_mappings
 
 __all__ = (
     "MAX_NODES",
@@ -35,10 +36,10 @@ __all__ = (
     "Unmapped",
     "Workflow",
     "WorkflowTooLarge",
-    "add_import_parser",
+    "cached_mappings",
     "import_comfyui",
     "png_text_chunks",
     "read_workflow",
+    "registry_mappings",
     "render_text",
-    "run_import",
 )

@@ -15,22 +15,23 @@ from ._limits import (
 from ._operator import bearer_matches, guard_operator, operator_token
 from ._paths import InputPaths, PathRefused
 from ._slow import GuardedH11, SlowLimits, guarded_h11
-from ._storage import STORAGE_ERRORS, StorageFailing, StoreGate
+from ._token import InsecureBind, check_bind, is_loopback, token_middleware
 
 __all__ = (
     "MAX_NESTING",
-    "STORAGE_ERRORS",
     "DataDirBusy",
     "DataDirLock",
     "GuardedH11",
     "Holder",
     "HostPolicy",
+    "InsecureBind",
+    "check_bind",
+    "is_loopback",
+    "token_middleware",
     "InputPaths",
     "OutputTooLarge",
     "PathRefused",
     "SlowLimits",
-    "StorageFailing",
-    "StoreGate",
     "bearer_matches",
     "MAX_PARAMS_BYTES",
     "check_outputs",

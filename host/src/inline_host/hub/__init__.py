@@ -1,26 +1,64 @@
-"""Where models come from: importers (Hugging Face), size estimates over HTTP, downloads, and
-the secrets hosted nodes name."""
+"""Where models come from: importers (Hugging Face), fetching files (resumable), size estimates
+over HTTP, downloads, and the secrets hosted nodes name."""
 
-from ._downloads import DownloadService
-from ._downloads_api import DownloadsController, downloads_lifespan
+from ._downloads import DownloadRefused, DownloadService
+from ._estimate import estimate_folder, estimate_plan
+from ._hf import CATEGORY_DIRS, HubError, describe, parse_source, plan_import, resolve_token
 from ._hosted import HostedModel, hosted_model, hosted_text_models
-from ._import_cli import add_import_parsers, run_import_command
-from ._secrets import SecretError, SecretStore, named_secrets, secrets_for_call
-from ._secrets_cli import add_secrets_parser, run_secrets
+from ._import import pending, run_import, stage_dir
+from ._pull import (
+    STAGING,
+    Fetch,
+    PullError,
+    fetch,
+    is_present,
+    node_models,
+    plan_fetches,
+    staging_dir,
+)
+from ._secrets import (
+    SecretError,
+    SecretStore,
+    check_secret_name,
+    check_service,
+    named_secrets,
+    secrets_for_call,
+    secrets_reader,
+)
+from ._transfer import disk_problem, release_staging
 
 __all__ = (
+    "CATEGORY_DIRS",
+    "STAGING",
+    "DownloadRefused",
     "DownloadService",
-    "DownloadsController",
+    "Fetch",
     "HostedModel",
+    "HubError",
+    "PullError",
     "SecretError",
     "SecretStore",
-    "add_import_parsers",
-    "downloads_lifespan",
+    "check_secret_name",
+    "check_service",
+    "describe",
+    "disk_problem",
+    "estimate_folder",
+    "estimate_plan",
+    "fetch",
     "hosted_model",
     "hosted_text_models",
-    "add_secrets_parser",
+    "is_present",
     "named_secrets",
-    "run_import_command",
-    "run_secrets",
+    "node_models",
+    "parse_source",
+    "pending",
+    "plan_fetches",
+    "plan_import",
+    "release_staging",
+    "resolve_token",
+    "run_import",
     "secrets_for_call",
+    "secrets_reader",
+    "stage_dir",
+    "staging_dir",
 )

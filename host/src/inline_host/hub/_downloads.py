@@ -32,11 +32,11 @@ import anyio
 import anyio.abc
 
 from .._settings import Settings
-from ..models._pull import Fetch, PullError, _present, node_models, plan_fetches
-from ..models._transfer import staged_bytes
 from ._hf import HubError, ImportPlan, parse_source, plan_import, resolve_token
 from ._import import pending, raw_staging
 from ._job import fetch_to_json, plan_to_json
+from ._pull import Fetch, PullError, is_present, node_models, plan_fetches
+from ._transfer import staged_bytes
 
 TERMINAL = frozenset({"done", "failed", "cancelled"})
 #: Downloads that may wait for a slot; past it a start is refused (429).
@@ -166,7 +166,7 @@ class DownloadService:
             else:
                 assert node is not None
                 everything = plan_fetches(node_models(node), models_dir, everything=False)
-                fetches = [f for f in everything if not _present(f)]
+                fetches = [f for f in everything if not is_present(f)]
         except HubError as exc:
             text = str(exc)
             status = 403 if "gated" in text else 404 if "no such" in text else 422

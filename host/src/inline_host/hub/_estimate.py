@@ -15,8 +15,8 @@ from typing import Any, Final
 from inline_core import GIB, Component, Estimate, HeaderError, activation_bytes, place, read_header
 
 from .._settings import Settings
-from ..models._fit import budget_of, fit_answer
-from ..workers._inventory import probe
+from ..models import budget_of, fit_answer
+from ..workers import probe
 from ._hf import METADATA_LIMIT, WEIGHT_SUFFIXES, HubError, ImportPlan, infer_category, read_limited
 
 #: Bytes of the first ranged read: the whole header of nearly every file (a shard of a large

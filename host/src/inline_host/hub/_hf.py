@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from ..models._catalogs import UnsafeName, check_name
-from ..models._pull import Fetch, hub_timeout, safe_relative
+from ..models import UnsafeName, check_name
+from ._pull import Fetch, hub_timeout, safe_relative
 from ._secrets import HUB_SERVICE, SecretError, SecretStore
 
 #: The most bytes of a metadata file (``config.json``, a safetensors header) read into memory.

@@ -9,9 +9,9 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from ..models._pull import STAGING, Fetch, PullError, fetch, staging_dir
-from ..models._transfer import release_staging
 from ._hf import ImportPlan, source_record
+from ._pull import STAGING, Fetch, PullError, fetch, staging_dir
+from ._transfer import release_staging
 
 SOURCE_FILE = ".inline-source.json"
 

@@ -24,10 +24,10 @@ import threading
 from pathlib import Path
 from typing import Any, Final
 
-from ..models._pull import STAGING, Fetch, PullError, fetch
-from ..models._transfer import disk_problem, release_staging
 from ._hf import HubSource, ImportPlan, RemoteFile
 from ._import import finalize, raw_staging
+from ._pull import STAGING, Fetch, PullError, fetch
+from ._transfer import disk_problem, release_staging
 
 
 def plan_to_json(plan: ImportPlan) -> dict[str, Any]:

@@ -22,7 +22,7 @@ import json
 import os
 import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -207,3 +207,8 @@ def secrets_for_call(data_dir: Path, params: Mapping[str, Any], node_type: str) 
         return {}
     service = node_service(node_type)
     return {n: held[n].value for n in names if n in held and held[n].service == service}
+
+
+def secrets_reader(data_dir: Path) -> Callable[[Mapping[str, Any], str], dict[str, str]]:
+    """``secrets_for_call`` over the store of ``data_dir``: what the supervisor is handed."""
+    return lambda params, node_type: secrets_for_call(data_dir, params, node_type)

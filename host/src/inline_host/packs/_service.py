@@ -22,7 +22,7 @@ from inline_registry import (
     SyncResult,
 )
 
-from ..runs._engine import Engine
+from ..runs import Engine
 
 T = TypeVar("T")
 

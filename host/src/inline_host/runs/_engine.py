@@ -32,6 +32,7 @@ from inline_sdk.protocol import HandleValue, InlineBytes, JsonValue, MediaValue,
 
 from .._errors import InlineHostError
 from .._settings import Settings
+from .._values import HostValue
 from ..guard import (
     MAX_PARAMS_BYTES,
     InputPaths,
@@ -42,8 +43,8 @@ from ..guard import (
     remove_orphan_temps,
     wide_ints,
 )
-from ..models._catalogs import ModelCatalogs, serve_descriptor
-from ..workers._supervisor import HostValue, Supervisor
+from ..models import ModelCatalogs, budget_of, serve_descriptor
+from ..workers import Broker, SecretsReader, Supervisor, WorkerLauncher
 from ._blobs import BlobStore
 from ._model_files import ModelStamps, model_files
 from ._slots import NodeSlots
@@ -139,17 +140,34 @@ class Engine:
         self,
         settings: Settings,
         registry: MergedRegistry,
-        supervisor: Supervisor,
-        cache: OutputCache,
+        tg: anyio.abc.TaskGroup,
+        *,
+        secrets: SecretsReader | None = None,
+        launcher: WorkerLauncher | None = None,
     ) -> None:
+        """An engine whose supervisor's tasks live in ``tg``; ``secrets`` reads the secrets a
+        call asks for (none reach a worker without it); ``launcher`` overrides the settings'."""
         self.settings = settings
         self.registry = registry
-        self.supervisor = supervisor
-        self.cache = cache
+        broker = Broker(
+            profile=settings.profile, budget=budget_of(settings), parallel=settings.parallel
+        )
+        self.supervisor = Supervisor(
+            registry,
+            settings,
+            tg,
+            broker=broker,
+            secrets=secrets,
+            on_worker_exit=self._worker_gone,
+            launcher=launcher,
+        )
+        self.cache = OutputCache(
+            max_entries=settings.cache_entries, on_evict=lambda _k, outs: self._evicted(outs)
+        )
         self.blobs = BlobStore(settings.blobs_dir)
-        self.executor = PackExecutor(supervisor)
+        self.executor = PackExecutor(self.supervisor)
         self.catalogs = ModelCatalogs(settings.models_roots)
-        self.bulk = supervisor.bulk
+        self.bulk = self.supervisor.bulk
         self.inputs = InputPaths(settings.input_roots, settings.cwd, settings.max_upload_bytes)
         #: The model files a node loads enter its cache key by a stamp of their content.
         self.model_stamps = ModelStamps()
@@ -161,9 +179,14 @@ class Engine:
     @classmethod
     @asynccontextmanager
     async def open(
-        cls, settings: Settings | None = None, *, say: Callable[[str], None] | None = None
+        cls,
+        settings: Settings | None = None,
+        *,
+        say: Callable[[str], None] | None = None,
+        secrets: SecretsReader | None = None,
     ) -> AsyncIterator[Engine]:
-        """Load the registry (building pack venvs on first use) and run the engine's tasks."""
+        """Load the registry (building pack venvs on first use) and run the engine's tasks;
+        ``secrets`` reads the secrets a node's call asks for (the top wires the hub's store)."""
         settings = settings or Settings.from_env()
         for d in (settings.data_dir, settings.models_dir, settings.blobs_dir):
             d.mkdir(parents=True, exist_ok=True)
@@ -176,20 +199,11 @@ class Engine:
         )
         try:
             async with anyio.create_task_group() as tg:
-                holder: list[Engine] = []
-                cache = OutputCache(
-                    max_entries=settings.cache_entries,
-                    on_evict=lambda _k, outs: holder[0]._evicted(outs),
-                )
-                supervisor = Supervisor(
-                    registry, settings, tg, on_worker_exit=lambda p, g: holder[0]._worker_gone(p, g)
-                )
-                engine = cls(settings, registry, supervisor, cache)
-                holder.append(engine)
+                engine = cls(settings, registry, tg, secrets=secrets)
                 try:
                     yield engine
                 finally:
-                    await supervisor.aclose()
+                    await engine.supervisor.aclose()
                     tg.cancel_scope.cancel()
         except BaseExceptionGroup as group:
             # The engine's own tasks never fail; what arrives here is the caller's exception.
@@ -436,16 +450,6 @@ def _portable_after_death(value: HostValue) -> bool:
     return isinstance(v, TextValue | JsonValue) or (
         isinstance(v, MediaValue) and isinstance(v.data, InlineBytes)
     )
-
-
-def media_extension(value: HostValue) -> str:
-    """The file extension an output value is written with."""
-    v = value.value
-    if isinstance(v, MediaValue):
-        return v.ext
-    if isinstance(v, TextValue):
-        return "txt"
-    return "json"
 
 
 def is_handle(kind: str) -> bool:

@@ -29,10 +29,11 @@ from inline_core import (
 )
 
 from .._errors import InlineHostError
-from ..guard import MAX_NESTING, STORAGE_ERRORS, StorageFailing, StoreGate, too_deep
+from ..guard import MAX_NESTING, too_deep
 from ._engine import Engine
 from ._events import Subscriber
 from ._execution import RunListener, TakingExecutor, failure_message, take_view
+from ._gate import STORAGE_ERRORS, StorageFailing, StoreGate
 from ._live import TERMINAL, LiveRun
 from ._store import RunStore, StoredRun, TakeRecord, now_ms
 from ._stored import new_run_id, request_hash, stored_state

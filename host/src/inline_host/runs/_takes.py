@@ -19,7 +19,7 @@ from typing import Any, Final
 from inline_core import PlannedNode
 from inline_sdk.protocol import MediaValue, TextValue
 
-from ..workers import HostValue
+from .._values import HostValue
 from ._blobs import BlobStore
 from ._store import RunStore, TakeRecord, now_ms
 

@@ -1,6 +1,23 @@
-"""Workers: pack processes, how they are launched, and the memory broker between them."""
+"""Workers: pack processes, how they are launched (``_launcher`` is the seam, ``_choice`` the one
+place that picks a launcher), and the memory broker between them."""
 
 from ._broker import Broker
-from ._supervisor import HostValue, Supervisor, WorkerProcess
+from ._bulk import HostBulk
+from ._inventory import probe
+from ._launcher import LaunchedWorker, LaunchFailed, WorkerLauncher
+from ._process import SecretsReader, WorkerProcess
+from ._ray_connect import join_cluster
+from ._supervisor import Supervisor
 
-__all__ = ("Broker", "HostValue", "Supervisor", "WorkerProcess")
+__all__ = (
+    "Broker",
+    "HostBulk",
+    "LaunchFailed",
+    "LaunchedWorker",
+    "SecretsReader",
+    "Supervisor",
+    "WorkerLauncher",
+    "WorkerProcess",
+    "join_cluster",
+    "probe",
+)

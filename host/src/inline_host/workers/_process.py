@@ -15,7 +15,7 @@ import math
 import os
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -65,21 +65,22 @@ from .._errors import (
     describe_exit,
 )
 from .._settings import Settings
-from ..guard import OutputTooLarge, check_outputs
-from ..hub import secrets_for_call
-from ._broker import Broker
-from ._bulk import HostBulk
-from ._launchers import LaunchedWorker, LaunchFailed, WorkerLauncher, ended
-from ._values import (
+from .._values import (
     EventCallback,
     HostValue,
     foreign_handles,
     owned_handles,
     worker_capabilities,
 )
+from ..guard import OutputTooLarge, check_outputs
+from ._broker import Broker
+from ._bulk import HostBulk
+from ._launcher import LaunchedWorker, LaunchFailed, WorkerLauncher, ended
 from ._wire import WireValues
 
 STDERR_LINES = 40
+#: The secrets one call gets, from its params and node type (the hub's store, handed in).
+SecretsReader = Callable[[Mapping[str, Any], str], dict[str, str]]
 #: What this host understands; ``shared-memory`` only where the launcher provides it.
 HOST_CAPABILITIES = (CAP_STREAM, CAP_BROKER, CAP_CHUNKS, CAP_STATS)
 
@@ -97,8 +98,10 @@ class WorkerProcess:
         launcher: WorkerLauncher,
         bulk: HostBulk,
         broker: Broker | None = None,
+        secrets: SecretsReader | None = None,
     ) -> None:
         self.pack = pack
+        self._secrets = secrets
         self.generation = generation
         self.settings = settings
         self.broker = broker
@@ -396,7 +399,7 @@ class WorkerProcess:
                     node_id=node_id,
                     params=params,
                     inputs=wire,
-                    secrets=secrets_for_call(self.settings.data_dir, params, node_type),
+                    secrets=self._secrets(params, node_type) if self._secrets is not None else {},
                 )
             )
             with anyio.fail_after(timeout):

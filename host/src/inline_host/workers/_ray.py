@@ -37,7 +37,8 @@ import msgspec
 from inline_registry import RegistryError, recipe_for
 
 from .._settings import Settings
-from ._launchers import LaunchedWorker, LaunchFailed, _first_of, _read_secret
+from ._launcher import LaunchedWorker, LaunchFailed
+from ._launchers import _first_of, _read_secret
 from ._ray_actor import PackActor
 from ._ray_connect import join_cluster
 from ._ray_placement import Demand

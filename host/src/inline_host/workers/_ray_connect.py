@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._launchers import LaunchFailed
+from ._launcher import LaunchFailed
 
 
 class RayUnreachable(LaunchFailed):

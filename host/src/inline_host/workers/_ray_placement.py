@@ -11,18 +11,15 @@ without model files (``basics``) asks for nothing and lands anywhere.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from inline_core import HeaderError, estimate_paths
 from inline_registry import MergedRegistry
 
 from .._settings import Settings
-
-if TYPE_CHECKING:
-    from ._launchers import WorkerLauncher
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,11 +106,3 @@ def pack_demand(
         resources=dict(settings.ray_resources.get(pack, {})),
         note=note,
     )
-
-
-def ray_launcher(settings: Settings, registry: Callable[[], MergedRegistry]) -> WorkerLauncher:
-    """The ``RayLauncher`` for ``settings.ray_address``, placing by the current registry's
-    manifests (Ray itself is imported only on the first launch)."""
-    from ._ray import RayLauncher
-
-    return RayLauncher(settings, lambda pack, gpus: pack_demand(registry(), settings, pack, gpus))

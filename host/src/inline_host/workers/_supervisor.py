@@ -24,23 +24,14 @@ from inline_registry import MergedRegistry, RegistryError, prepare_env
 
 from .._errors import PackStartFailed
 from .._settings import Settings
-from ..models._fit import budget_of
+from .._values import EventCallback, HostValue, owned_handles
 from ._broker import Broker
 from ._bulk import HostBulk
-from ._launchers import LocalLauncher, WorkerLauncher, launcher_named
-from ._process import WorkerProcess
-from ._ray_placement import ray_launcher
-from ._values import EventCallback, HostValue, owned_handles
+from ._choice import Launchers
+from ._launcher import WorkerLauncher
+from ._process import SecretsReader, WorkerProcess
 
 log = logging.getLogger("inline.workers")
-
-
-def _at_least(version: str, least: tuple[int, int]) -> bool:
-    major, _, rest = version.partition(".")
-    try:
-        return (int(major), int(rest.partition(".")[0])) >= least
-    except ValueError:
-        return False
 
 
 class Supervisor:
@@ -51,28 +42,22 @@ class Supervisor:
         registry: MergedRegistry,
         settings: Settings,
         tg: anyio.abc.TaskGroup,
+        *,
+        broker: Broker,
+        secrets: SecretsReader | None = None,
         on_worker_exit: Callable[[str, int], None] | None = None,
-        broker: Broker | None = None,
         launcher: WorkerLauncher | None = None,
     ) -> None:
         self.registry = registry
         self.settings = settings
-        if launcher is None and settings.ray_address:
-            launcher = ray_launcher(settings, lambda: self.registry)
-        self.launcher = launcher if launcher is not None else launcher_named(settings.launcher)
+        self.launchers = Launchers(settings, lambda: self.registry, launcher)
         #: The host's side of bulk bytes (workers' shared memory, the host's own arena).
         self.bulk = HostBulk()
-        self._local = LocalLauncher()
-        self._local_only: set[str] = set()
         self._tg = tg
-        #: Shares memory between the workers (inventory probed now, budget from the env).
-        self.broker = (
-            broker
-            if broker is not None
-            else Broker(
-                profile=settings.profile, budget=budget_of(settings), parallel=settings.parallel
-            )
-        )
+        #: Shares memory between the workers.
+        self.broker = broker
+        #: The secrets a call asks for (none are handed to a worker without this).
+        self._secrets = secrets
         self._workers: dict[str, WorkerProcess] = {}
         self._locks: dict[str, anyio.Lock] = {}
         self._generations: dict[str, int] = {}
@@ -108,7 +93,8 @@ class Supervisor:
                 gen,
                 self.settings,
                 self._exited,
-                launcher=self._launcher_for(pack, info.sdk_version),
+                launcher=self.launchers.for_pack(pack, info.sdk_version),
+                secrets=self._secrets,
                 bulk=self.bulk,
                 broker=self.broker,
             )
@@ -125,22 +111,6 @@ class Supervisor:
             await proc.start(str(python), self._tg)
             self._workers[pack] = proc
             return proc
-
-    def _launcher_for(self, pack: str, sdk_version: str) -> WorkerLauncher:
-        """The configured launcher; the local one for a pack whose SDK predates workers that
-        dial a host (1.4), which only runs as a local child."""
-        if self.launcher.name == "local" or _at_least(sdk_version, (1, 4)):
-            return self.launcher
-        if pack not in self._local_only:
-            self._local_only.add(pack)
-            log.warning(
-                "pack %s is built on SDK %s, which cannot run through the %s launcher: "
-                "it runs locally",
-                pack,
-                sdk_version,
-                self.launcher.name,
-            )
-        return self._local
 
     def set_registry(self, registry: MergedRegistry) -> None:
         """Serve ``registry`` from now on. A pack whose venv changed (upgrade, rollback) or that

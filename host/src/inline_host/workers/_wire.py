@@ -14,8 +14,8 @@ from collections.abc import Awaitable, Callable, Iterable
 from inline_sdk.protocol import CHUNK_SIZE, BulkChunk, ChunkedRef, InlineBytes, MediaValue, Value
 
 from .._errors import PackCrashed
+from .._values import HostValue
 from ._bulk import HostBulk
-from ._values import HostValue
 
 
 class WireValues:

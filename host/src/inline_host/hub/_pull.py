@@ -21,7 +21,7 @@ from urllib.parse import quote
 from inline_registry import ModelFile, pack_sources, read_manifest
 
 from .._settings import Settings
-from ._catalogs import UnsafeName, check_name
+from ..models import UnsafeName, check_name
 from ._transfer import (
     Digest,
     TransferError,
@@ -142,7 +142,7 @@ def hub_timeout() -> float:
     return Settings.from_env().hub_timeout
 
 
-def _present(f: Fetch) -> bool:
+def is_present(f: Fetch) -> bool:
     return f.dest.is_file() and (f.size is None or f.dest.stat().st_size == f.size)
 
 

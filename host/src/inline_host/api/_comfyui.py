@@ -17,21 +17,20 @@ from litestar.di import NamedDependency
 from litestar.params import QueryParameter
 from litestar.status_codes import HTTP_200_OK
 
-from ..models._service import ModelsService
-from ._errors import (
+from ..comfyui import (
     TIME_LIMIT,
     Budget,
     ComfyImportError,
     ImportStopped,
     TooManyNodes,
     WorkflowTooLarge,
+    import_comfyui,
 )
-from ._import import import_comfyui
+from ._errors import ApiError
+from ._models import ModelsService
 
 if TYPE_CHECKING:
     from anyio import CancelScope, CapacityLimiter
-
-    from ..api._errors import ApiError
 
 T = TypeVar("T")
 
@@ -59,8 +58,6 @@ class ComfyImportController(Controller):
     ) -> dict[str, Any]:
         """The run document and report for the request body (``?oneClick=true``: the
         Z-Image one-click node when the graph has that shape)."""
-        from ..api._errors import ApiError  # here: the api package imports this module
-
         body = await request.body()
         mappings = models.comfyui_mappings()
         stop = threading.Event()
@@ -131,8 +128,6 @@ async def _stop_when_gone(
 
 def http_error(exc: ComfyImportError) -> ApiError:
     """The HTTP error for what the importer refused."""
-    from ..api._errors import ApiError
-
     match exc:
         case WorkflowTooLarge():
             return ApiError(413, "workflow_too_large", str(exc), extra={"limit": exc.limit})

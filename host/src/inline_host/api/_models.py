@@ -9,9 +9,18 @@ import anyio
 from inline_sdk import Descriptor
 
 from .._settings import Settings
-from ..runs._engine import Engine
-from ._catalogs import CATEGORIES, ModelCatalogs, UnsafeName
-from ._fit import budget_of, fit, fit_answer, inventory_for
+from ..comfyui import registry_mappings
+from ..hub import hosted_model, hosted_text_models
+from ..models import (
+    CATEGORIES,
+    ModelCatalogs,
+    UnsafeName,
+    budget_of,
+    fit,
+    fit_answer,
+    inventory_for,
+)
+from ..runs import Engine
 
 
 class UnknownModel(LookupError):
@@ -40,7 +49,6 @@ class ModelsService:
 
     def comfyui_mappings(self) -> list[Any]:
         """The ComfyUI mappings the installed packs declare (from their cached handshakes)."""
-        from ..comfyui._sources import registry_mappings
 
         return registry_mappings(self._engine.registry)
 
@@ -51,13 +59,11 @@ class ModelsService:
 
     def hosted_text(self) -> list[Any]:
         """The hosted text models (``anthropic/<model>``...) OpenAI clients may name."""
-        from ..hub import hosted_text_models
 
         return hosted_text_models(self._settings.data_dir)
 
     def hosted(self, model_id: str) -> Any:
         """The hosted text model ``model_id`` names, or None."""
-        from ..hub import hosted_model
 
         return hosted_model(model_id, self._settings.data_dir)
 

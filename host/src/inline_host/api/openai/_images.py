@@ -25,9 +25,8 @@ from inline_core import DocumentInvalid
 from litestar import Controller, MediaType, Request, Response, post
 from litestar.di import NamedDependency, Provide
 
-from ..models._service import ModelsService
-from ..runs._service import Conflict, RunService
-from ..runs._views import RunState, Take
+from ...runs import Conflict, RunService, RunState, Take
+from .._models import ModelsService
 from ._attempts import Attempt, Attempts, provide_attempts, submit_once
 from ._failures import NO_RETRY, run_failed
 from ._listeners import Listeners, client_gone, provide_listeners, until_answered

@@ -12,9 +12,13 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
-from ._errors import ComfyImportError
-from ._import import import_comfyui
-from ._report import render_text
+from ..comfyui import (
+    ComfyImportError,
+    cached_mappings,
+    import_comfyui,
+    registry_mappings,
+    render_text,
+)
 
 EXIT_OK: Final = 0
 EXIT_INVALID: Final = 2
@@ -51,7 +55,6 @@ def write_atomic(path: Path, text: str) -> None:
 def run_import(args: argparse.Namespace) -> int:
     """Convert, write, report and (``--run``) run."""
     from .._settings import Settings
-    from ._sources import cached_mappings, registry_mappings
 
     source = Path(args.file)
     try:
@@ -85,9 +88,9 @@ def run_import(args: argparse.Namespace) -> int:
     if args.run:
         import anyio
 
-        from ..cli._main import _run
+        from ._run import run_graph
 
         run_args = argparse.Namespace(file=str(out), target=None, out=args.outputs)
-        ran = anyio.run(_run, run_args)
+        ran = anyio.run(run_graph, run_args)
         return ran or code
     return code

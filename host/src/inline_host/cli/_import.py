@@ -11,11 +11,21 @@ from typing import Any
 from inline_core import GIB
 
 from .._settings import Settings
-from ..models._pull import PullError
-from ..models._transfer import disk_problem
-from ._estimate import estimate_folder, estimate_plan
-from ._hf import CATEGORY_DIRS, HubError, describe, parse_source, plan_import, resolve_token
-from ._import import pending, run_import, stage_dir
+from ..hub import (
+    CATEGORY_DIRS,
+    HubError,
+    PullError,
+    describe,
+    disk_problem,
+    estimate_folder,
+    estimate_plan,
+    parse_source,
+    pending,
+    plan_import,
+    resolve_token,
+    run_import,
+    stage_dir,
+)
 
 
 def add_import_parsers(models_sub: Any) -> None:

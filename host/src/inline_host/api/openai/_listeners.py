@@ -24,7 +24,7 @@ import anyio
 from litestar import Request
 from litestar.datastructures import State
 
-from ..runs._service import RunService
+from ...runs import RunService
 from ._schemas import OpenAIError
 from ._state import app_object
 

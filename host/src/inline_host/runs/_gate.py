@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 
 from .._errors import InlineHostError
-from ..runs._store import RunStore, StoredRun
+from ._store import RunStore, StoredRun
 
 log = logging.getLogger("inline.runs")
 #: What a failing store raises (a full disk, a locked or broken database).

@@ -1,4 +1,5 @@
-"""What the host holds of a worker's values, and what a worker's handshake says it can do."""
+"""What the host holds of a worker's values (and the file extension each is written with), and
+what a worker's handshake says it can do."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from inline_sdk.protocol import (
     Progress,
     ShmRef,
     Stream,
+    TextValue,
     Value,
     Welcome,
 )
@@ -77,3 +79,13 @@ def owned_handles(values: Any) -> list[int]:
         elif isinstance(v, MediaValue) and isinstance(v.data, ShmRef) and v.region is not None:
             ids.append(v.region)
     return ids
+
+
+def media_extension(value: HostValue) -> str:
+    """The file extension an output value is written with."""
+    v = value.value
+    if isinstance(v, MediaValue):
+        return v.ext
+    if isinstance(v, TextValue):
+        return "txt"
+    return "json"

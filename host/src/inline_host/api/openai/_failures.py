@@ -17,9 +17,8 @@ from __future__ import annotations
 
 from typing import Final
 
-from .._errors import MODELS_MISSING, SECRETS_MISSING, USER_MISTAKES
-from ..runs._service import RunService
-from ..runs._views import RunState
+from ..._errors import MODELS_MISSING, SECRETS_MISSING, USER_MISTAKES
+from ...runs import RunService, RunState
 from ._schemas import OpenAIError
 
 __all__ = ("NO_RETRY", "RATE_LIMITED", "failure_type", "run_failed")

@@ -9,7 +9,7 @@ import sys
 from typing import Any
 
 from .._settings import Settings
-from ._secrets import SecretError, SecretStore, check_secret_name, check_service
+from ..hub import SecretError, SecretStore, check_secret_name, check_service
 
 
 def add_secrets_parser(subparsers: Any) -> None:

@@ -25,7 +25,7 @@ from typing import Any, Final
 from litestar import Request
 from litestar.datastructures import State
 
-from ..runs._service import RunService
+from ...runs import RunService
 from ._state import app_object
 
 __all__ = ("KEEP", "WINDOW", "Attempt", "Attempts", "provide_attempts", "submit_once")

@@ -27,9 +27,9 @@ from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath
 from litestar.response import Stream
 
-from ..models._llm import CATEGORY, llm_entries
-from ..models._service import ModelsService
-from ..runs._service import Conflict, RunService
+from ...models import CATEGORY, llm_entries
+from ...runs import Conflict, RunService
+from .._models import ModelsService
 from ._attempts import Attempt, Attempts, provide_attempts, submit_once
 from ._chat import DONE, NODE_ID, Chunks, run_request, tool_calls, usage
 from ._failures import NO_RETRY, run_failed

@@ -20,7 +20,7 @@ from litestar.params import FromPath, JSONBody
 
 from .._settings import Settings
 from ..guard import guard_operator
-from ._downloads import DownloadRefused, DownloadService
+from ..hub import DownloadRefused, DownloadService
 
 
 class DownloadBody(msgspec.Struct, frozen=True, forbid_unknown_fields=True, rename="camel"):

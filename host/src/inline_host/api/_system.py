@@ -6,14 +6,11 @@ from typing import Any
 
 import anyio
 import msgspec
-from inline_sdk import SDK_VERSION
-from inline_sdk.protocol import PROTOCOL
 
-from ._settings import Settings
-from .models._fit import budget_of
-from .runs._engine import Engine
-from .runs._service import RunService
-from .workers._inventory import probe
+from .._settings import Settings, versions
+from ..models import budget_of
+from ..runs import Engine, RunService
+from ..workers import probe
 
 MB = 1 << 20
 
@@ -91,14 +88,3 @@ class SystemService:
             reason=None if storage is None else f"storage is failing: {storage}",
             version=versions(),
         )
-
-
-def versions() -> dict[str, Any]:
-    """The engine's, the SDK's and the protocol's versions."""
-    from importlib import metadata
-
-    try:
-        engine = metadata.version("inline-host")
-    except metadata.PackageNotFoundError:
-        engine = "0+unknown"
-    return {"engine": engine, "sdk": SDK_VERSION, "protocol": PROTOCOL}
