@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from inline_host import Settings
 from inline_host.hub import (
     SecretError,
     SecretStore,
@@ -55,4 +56,5 @@ def test_hosted_text_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     assert g is not None and g.node == "google/gemini-complete" and not g.available
     assert hosted_model("tiny-llm") is None and hosted_model("anthropic/") is None
     monkeypatch.setenv("INLINE_HOSTED_MODELS", "google/gemini-x, nobody/y")
-    assert [m.id for m in hosted_text_models()] == ["google/gemini-x"]
+    ids = Settings.from_env().hosted_models  # the settings hand the list down
+    assert [m.id for m in hosted_text_models(ids=ids)] == ["google/gemini-x"]

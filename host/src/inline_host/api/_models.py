@@ -60,7 +60,7 @@ class ModelsService:
     def hosted_text(self) -> list[Any]:
         """The hosted text models (``anthropic/<model>``...) OpenAI clients may name."""
 
-        return hosted_text_models(self._settings.data_dir)
+        return hosted_text_models(self._settings.data_dir, self._settings.hosted_models)
 
     def hosted(self, model_id: str) -> Any:
         """The hosted text model ``model_id`` names, or None."""

@@ -26,6 +26,7 @@ from ..hub import (
     run_import,
     stage_dir,
 )
+from ..models import budget_of
 
 
 def add_import_parsers(models_sub: Any) -> None:
@@ -62,16 +63,21 @@ def _common(p: argparse.ArgumentParser) -> None:
 def run_import_command(args: argparse.Namespace) -> int:
     """Run ``inline models import|estimate``; the exit code."""
     settings = Settings.from_env()
+    budget = budget_of(settings)
     try:
         if args.models_command == "estimate" and not args.source.startswith("hf:"):
-            answer = estimate_folder(Path(args.source), args.category, profile=args.profile)
+            answer = estimate_folder(
+                Path(args.source), args.category, profile=args.profile, budget=budget
+            )
             return _print_estimate(answer, args.json)
         source = parse_source(args.source)
         token = resolve_token(settings.data_dir, args.token_secret)
         plan = plan_import(source, settings.models_dir, category=args.category,
-                           include=args.include, exclude=args.exclude, token=token)  # fmt: skip
+                           include=args.include, exclude=args.exclude, token=token,
+                           ignores=settings.hf_ignore, timeout=settings.hub_timeout)  # fmt: skip
         if args.models_command == "estimate":
-            return _print_estimate(estimate_plan(plan, profile=args.profile), args.json)
+            answer = estimate_plan(plan, profile=args.profile, budget=budget)
+            return _print_estimate(answer, args.json)
         return _import(plan, settings.models_dir, dry_run=args.dry_run, as_json=args.json)
     except (HubError, PullError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -46,7 +46,8 @@ def run_models(args: argparse.Namespace) -> int:
         return run_import_command(args)
     if args.models_command != "pull":
         return 2
-    models_dir = Settings.from_env().models_dir
+    settings = Settings.from_env()
+    models_dir = settings.models_dir
     try:
         fetches = plan_fetches(node_models(args.node), models_dir, everything=args.all)
     except (PullError, RegistryError) as exc:
@@ -66,7 +67,7 @@ def run_models(args: argparse.Namespace) -> int:
     failed = 0
     for f in todo:
         try:
-            print(fetch(f, models_dir))
+            print(fetch(f, models_dir, timeout=settings.hub_timeout))
         except PullError as exc:
             print(f"error: {exc}", file=sys.stderr)
             if exc.unreachable:

@@ -159,7 +159,13 @@ class DownloadService:
                 hub_source = parse_source(source)
                 token = resolve_token(self.settings.data_dir, token_secret)
                 plan = await anyio.to_thread.run_sync(
-                    lambda: plan_import(hub_source, models_dir, token=token),
+                    lambda: plan_import(
+                        hub_source,
+                        models_dir,
+                        token=token,
+                        ignores=self.settings.hf_ignore,
+                        timeout=self.settings.hub_timeout,
+                    ),
                     limiter=self._planning,
                 )
                 fetches = pending(plan, models_dir)
@@ -194,7 +200,8 @@ class DownloadService:
 
     async def _run(self, d: Download) -> None:
         job = {"modelsDir": str(d.models_dir), "fetches": [fetch_to_json(f) for f in d.fetches],
-               "plan": plan_to_json(d.plan) if d.plan is not None else None}  # fmt: skip
+               "plan": plan_to_json(d.plan) if d.plan is not None else None,
+               "timeout": self.settings.hub_timeout}  # fmt: skip
         try:
             d.models_dir.mkdir(parents=True, exist_ok=True)
             proc = spawn_job()

@@ -12,12 +12,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from inline_core import GIB, Component, Estimate, HeaderError, activation_bytes, place, read_header
+from inline_core import (
+    GIB,
+    Budget,
+    Component,
+    Estimate,
+    HeaderError,
+    activation_bytes,
+    place,
+    read_header,
+)
 
-from .._settings import Settings
-from ..models import budget_of, fit_answer
+from ..models import fit_answer
 from ..workers import probe
 from ._hf import METADATA_LIMIT, WEIGHT_SUFFIXES, HubError, ImportPlan, infer_category, read_limited
+from ._pull import HUB_TIMEOUT
 
 #: Bytes of the first ranged read: the whole header of nearly every file (a shard of a large
 #: LLM lists a few hundred tensors, ~100 bytes each).
@@ -72,7 +81,9 @@ def by_size(path: str, size: int) -> FileCount:
     return FileCount(path, size, False, {"unknown": size // 2}, {"unknown": size})
 
 
-def remote_header(url: str, size: int | None, headers: dict[str, str]) -> dict[str, Any] | None:
+def remote_header(
+    url: str, size: int | None, headers: dict[str, str], timeout: float = HUB_TIMEOUT
+) -> dict[str, Any] | None:
     """A safetensors header over HTTP: one ranged read (two for a header longer than the first
     read), never more than ``MAX_HEADER`` bytes; None when the file holds no header (or one
     longer than that)."""
@@ -81,10 +92,11 @@ def remote_header(url: str, size: int | None, headers: dict[str, str]) -> dict[s
         ask = {**headers, "Range": f"bytes={start}-{end}"}
         # a server that ignores ranges sends the whole file: only what was asked is read
         name = url.rsplit("/", 1)[-1]
-        status, data = read_limited(url, ask, name, limit=end - start + 1)
+        status, data = read_limited(url, ask, name, limit=end - start + 1, timeout=timeout)
         if status == 206 or start == 0:
             return data
-        return read_limited(url, ask, name, limit=end + 1)[1][start:]  # from zero, cut
+        cut = read_limited(url, ask, name, limit=end + 1, timeout=timeout)[1]
+        return cut[start:]  # from zero, cut
 
     last = (min(size, FIRST_READ) if size else FIRST_READ) - 1
     head = read(0, last)
@@ -120,7 +132,7 @@ def count_remote(plan: ImportPlan) -> list[FileCount]:
             continue
         url = hf_hub_url(plan.source.repo, f.path, revision=plan.commit)
         try:
-            header = remote_header(url, f.size, headers)
+            header = remote_header(url, f.size, headers, plan.timeout)
         except HfHubHTTPError as exc:
             raise HubError(f"{plan.source}: cannot read the header of {f.path}: {exc}") from None
         except Exception as exc:  # connection errors (httpx's derive from no builtin error)
@@ -175,8 +187,10 @@ def summarize(
     config: dict[str, Any] | None,
     *,
     profile: str | None = None,
+    budget: Budget | None = None,
 ) -> dict[str, Any]:
-    """The estimate's JSON: parameters and bytes per dtype, one replica's needs, the fit."""
+    """The estimate's JSON: parameters and bytes per dtype, one replica's needs, the fit
+    (within ``budget``: the settings' ``INLINE_VRAM_BUDGET_GB``, passed by the top)."""
     params: dict[str, int] = {}
     nbytes: dict[str, int] = {}
     groups: dict[str, list[FileCount]] = {}
@@ -207,7 +221,7 @@ def summarize(
     inventory = probe()
     chosen = profile or ("gpu-max" if inventory.gpus else "cpu")
     placement = place(inventory, Estimate(tuple(components), activation), chosen,  # type: ignore[arg-type]
-                      budget_of(Settings.from_env()))  # fmt: skip
+                      budget or Budget())  # fmt: skip
     return {
         "category": category,
         "params": total_params,
@@ -233,15 +247,17 @@ def summarize(
     }
 
 
-def estimate_plan(plan: ImportPlan, *, profile: str | None = None) -> dict[str, Any]:
+def estimate_plan(
+    plan: ImportPlan, *, profile: str | None = None, budget: Budget | None = None
+) -> dict[str, Any]:
     """The estimate of what an import would stage (the same file list)."""
-    out = summarize(count_remote(plan), plan.category, plan.config, profile=profile)
+    out = summarize(count_remote(plan), plan.category, plan.config, profile=profile, budget=budget)
     return {"source": str(plan.source), "commit": plan.commit, "files": len(plan.files),
             "downloadBytes": plan.total_bytes, **out}  # fmt: skip
 
 
 def estimate_folder(
-    folder: Path, category: str | None, *, profile: str | None = None
+    folder: Path, category: str | None, *, profile: str | None = None, budget: Budget | None = None
 ) -> dict[str, Any]:
     """The estimate of a local model folder (or file)."""
     if not folder.exists():
@@ -257,4 +273,7 @@ def estimate_folder(
     counts = count_local(folder)
     if not counts:
         raise HubError(f"'{folder}' holds no weight files ({', '.join(WEIGHT_SUFFIXES)})")
-    return {"source": str(folder), **summarize(counts, found, config, profile=profile)}
+    return {
+        "source": str(folder),
+        **summarize(counts, found, config, profile=profile, budget=budget),
+    }

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from ..models import UnsafeName, check_name
-from ._pull import Fetch, hub_timeout, safe_relative
+from ._pull import HUB_TIMEOUT, Fetch, safe_relative
 from ._secrets import HUB_SERVICE, SecretError, SecretStore
 
 #: The most bytes of a metadata file (``config.json``, a safetensors header) read into memory.
@@ -92,6 +92,8 @@ class ImportPlan:
     skipped: tuple[str, ...]
     config: dict[str, Any] | None = None
     token: str | None = field(default=None, repr=False)
+    #: Seconds each Hub request may go without a byte (``INLINE_HUB_TIMEOUT``).
+    timeout: float = HUB_TIMEOUT
 
     @property
     def total_bytes(self) -> int:
@@ -197,14 +199,16 @@ def _remote_file(e: Any) -> RemoteFile:
     return RemoteFile(path, _size_of(e.size))
 
 
-def list_repo(source: HubSource, token: str | None) -> tuple[str, list[RemoteFile]]:
+def list_repo(
+    source: HubSource, token: str | None, timeout: float = HUB_TIMEOUT
+) -> tuple[str, list[RemoteFile]]:
     """The commit ``source`` names and its files (paths and sizes), from the Hub's metadata.
     A tree that lists a path outside the repo's folder, or is malformed, refuses the repo."""
     from huggingface_hub import HfApi
     from huggingface_hub.hf_api import RepoFile
     from huggingface_hub.utils import get_session
 
-    wait = hub_timeout()
+    wait = timeout
     get_session().timeout = wait  # type: ignore[assignment]  # the tree's pages take no timeout
     api = HfApi(endpoint=endpoint())
     try:
@@ -221,14 +225,19 @@ def list_repo(source: HubSource, token: str | None) -> tuple[str, list[RemoteFil
 
 
 def read_limited(
-    url: str, headers: dict[str, str], what: str, *, limit: int = METADATA_LIMIT
+    url: str,
+    headers: dict[str, str],
+    what: str,
+    *,
+    limit: int = METADATA_LIMIT,
+    timeout: float = HUB_TIMEOUT,
 ) -> tuple[int, bytes]:
     """GET ``url`` into memory: (status, body), at most ``limit`` bytes (a ranged read asks for
     fewer: a server that ignores the range is read only that far), the whole answer within
     ``INLINE_HUB_TIMEOUT``. ``HubError`` for a body beyond ``limit`` or a server too slow."""
     from huggingface_hub.utils import get_session, hf_raise_for_status
 
-    wait = hub_timeout()
+    wait = timeout
     deadline = time.monotonic() + wait
     ranged = "Range" in headers
     with get_session().stream("GET", url, headers=headers, follow_redirects=True,
@@ -260,7 +269,9 @@ def _too_big(what: str, size: int | None, limit: int) -> str:
     )
 
 
-def read_remote_json(source: HubSource, commit: str, path: str, token: str | None) -> Any:
+def read_remote_json(
+    source: HubSource, commit: str, path: str, token: str | None, timeout: float = HUB_TIMEOUT
+) -> Any:
     """A small JSON file of the repo (``config.json``...), read into memory (at most
     ``METADATA_LIMIT``), never saved."""
     from huggingface_hub import hf_hub_url
@@ -268,7 +279,8 @@ def read_remote_json(source: HubSource, commit: str, path: str, token: str | Non
 
     def get() -> Any:
         url = hf_hub_url(source.repo, path, revision=commit)
-        _, body = read_limited(url, build_hf_headers(token=token), f"{source}: {path}")
+        headers = build_hf_headers(token=token)
+        _, body = read_limited(url, headers, f"{source}: {path}", timeout=timeout)
         return json.loads(body)
 
     try:
@@ -301,20 +313,15 @@ def _matches(path: str, globs: Sequence[str]) -> bool:
                for g in globs)  # fmt: skip
 
 
-def env_ignores() -> list[str]:
-    """``INLINE_HF_IGNORE``: comma-separated globs added to the defaults."""
-    from .._settings import Settings
-
-    return list(Settings.from_env().hf_ignore)
-
-
 def select_files(
     files: Sequence[RemoteFile],
     category: str,
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
+    ignores: Sequence[str] = (),
 ) -> tuple[list[RemoteFile], list[str]]:
-    """(kept, skipped) after the task's ignore patterns, ``INLINE_HF_IGNORE`` and ``--exclude``.
+    """(kept, skipped) after the task's ignore patterns, ``ignores`` (``INLINE_HF_IGNORE``) and
+    ``--exclude``.
     ``--include`` keeps only what it matches (and may bring back a default-ignored file)."""
     paths = [f.path for f in files]
     defaults: list[str] = list(DEFAULT_IGNORE)
@@ -325,7 +332,7 @@ def select_files(
     if category == "diffusers":
         # a consolidated single-file checkpoint sitting beside the component folders
         defaults += [p for p in paths if "/" not in p and p.endswith(WEIGHT_SUFFIXES)]
-    drop = [*env_ignores(), *exclude]
+    drop = [*ignores, *exclude]
     kept: list[RemoteFile] = []
     skipped: list[str] = []
     for f in files:
@@ -346,15 +353,19 @@ def plan_import(
     include: Sequence[str] = (),
     exclude: Sequence[str] = (),
     token: str | None = None,
+    ignores: Sequence[str] = (),
+    timeout: float = HUB_TIMEOUT,
 ) -> ImportPlan:
-    """Resolve ``source`` to a commit and the files an import of it fetches."""
+    """Resolve ``source`` to a commit and the files an import of it fetches; ``ignores`` are
+    the operator's globs (``INLINE_HF_IGNORE``), ``timeout`` the Hub's (``INLINE_HUB_TIMEOUT``):
+    the top passes its settings'."""
     if category is not None and category not in CATEGORY_DIRS:
         raise HubError(f"--as {category}: not a category (one of {', '.join(CATEGORY_DIRS)})")
-    commit, files = list_repo(source, token)
+    commit, files = list_repo(source, token, timeout)
     paths = [f.path for f in files]
     config = None
     if "config.json" in paths:
-        loaded = read_remote_json(source, commit, "config.json", token)
+        loaded = read_remote_json(source, commit, "config.json", token, timeout)
         config = loaded if isinstance(loaded, dict) else None
     found = category or infer_category(paths, config)
     if found is None:
@@ -362,11 +373,13 @@ def plan_import(
             f"{source}: cannot tell what kind of model this is (no model_index.json, no "
             f"architectures in config.json): pass --as ({', '.join(CATEGORY_DIRS)})"
         )
-    kept, skipped = select_files(files, found, include, exclude)
+    kept, skipped = select_files(files, found, include, exclude, ignores)
     if not kept:
         raise HubError(f"{source}: no file is left to import after the ignore patterns")
     dest = models_dir / CATEGORY_DIRS[found] / source.name
-    return ImportPlan(source, commit, found, dest, tuple(kept), tuple(skipped), config, token)
+    return ImportPlan(
+        source, commit, found, dest, tuple(kept), tuple(skipped), config, token, timeout
+    )
 
 
 def describe(plan: ImportPlan) -> dict[str, Any]:

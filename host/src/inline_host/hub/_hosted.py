@@ -7,6 +7,7 @@ An id is ``<provider>/<model>``: ``anthropic/<model>`` runs on ``anthropic/compl
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -59,10 +60,9 @@ def hosted_model(model_id: str, data_dir: Path | None = None) -> HostedModel | N
     return HostedModel(model_id, node, model, secret, provider, held)
 
 
-def hosted_text_models(data_dir: Path | None = None) -> list[HostedModel]:
-    """Every hosted text model to list (``INLINE_HOSTED_MODELS`` or the defaults); with
-    ``data_dir``, ``available`` says whether its key is stored."""
-    from .._settings import Settings
-
-    ids = list(Settings.from_env().hosted_models or DEFAULT_MODELS)
+def hosted_text_models(data_dir: Path | None = None, ids: Sequence[str] = ()) -> list[HostedModel]:
+    """Every hosted text model to list: ``ids`` (the settings' ``INLINE_HOSTED_MODELS``, passed
+    by the top) or the defaults; with ``data_dir``, ``available`` says whether its key is
+    stored."""
+    ids = list(ids or DEFAULT_MODELS)
     return [m for m in (hosted_model(i, data_dir) for i in ids) if m is not None]

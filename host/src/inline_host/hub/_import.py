@@ -51,7 +51,7 @@ def run_import(
         models_dir.mkdir(parents=True, exist_ok=True)
         for f in todo:
             say(f"fetching {f.path}" + (f" ({f.size / 1e6:.1f} MB)" if f.size else ""))
-            fetch(f, models_dir, token=plan.token)
+            fetch(f, models_dir, token=plan.token, timeout=plan.timeout)
     finalize(plan, models_dir)
     release_staging(raw_staging(plan.source.repo, models_dir))
     return plan.dest

@@ -26,7 +26,7 @@ from typing import Any, Final
 
 from ._hf import HubSource, ImportPlan, RemoteFile
 from ._import import finalize, raw_staging
-from ._pull import STAGING, Fetch, PullError, fetch
+from ._pull import HUB_TIMEOUT, STAGING, Fetch, PullError, fetch
 from ._transfer import disk_problem, release_staging
 
 
@@ -110,10 +110,11 @@ def main(argv: list[str]) -> int:
                      d.get("sha256")) for d in doc["fetches"]]  # fmt: skip
     plan = plan_from_json(doc["plan"]) if doc.get("plan") else None
     token = plan.token if plan is not None else None
+    timeout = float(doc.get("timeout") or HUB_TIMEOUT)  # the host's INLINE_HUB_TIMEOUT
     try:
         for i, f in enumerate(fetches):
             _say({"event": "start", "index": i})
-            fetch(f, models_dir, token=token)
+            fetch(f, models_dir, token=token, timeout=timeout)
             _say({"event": "done", "index": i})
         if plan is not None:
             finalize(plan, models_dir)

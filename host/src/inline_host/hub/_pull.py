@@ -16,11 +16,11 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 from urllib.parse import quote
 
 from inline_registry import ModelFile, pack_sources, read_manifest
 
-from .._settings import Settings
 from ..models import UnsafeName, check_name
 from ._transfer import (
     Digest,
@@ -137,9 +137,9 @@ def safe_relative(path: str) -> bool:
     )
 
 
-def hub_timeout() -> float:
-    """Seconds a Hub request may go without a byte (``INLINE_HUB_TIMEOUT``)."""
-    return Settings.from_env().hub_timeout
+#: Seconds a Hub request may go without a byte, unless the caller passes the settings'
+#: ``INLINE_HUB_TIMEOUT`` (the top always does).
+HUB_TIMEOUT: Final = 60.0
 
 
 def is_present(f: Fetch) -> bool:
@@ -166,7 +166,7 @@ def fetch(
     *,
     token: str | None = None,
     say: Callable[[str], None] = _tell,
-    timeout: float | None = None,
+    timeout: float = HUB_TIMEOUT,
 ) -> Path:
     """Download one file into its stage (resuming what is staged, from any earlier process),
     verify its size and hash, move it in place; ``f.dest``. ``say`` hears about resumes,
@@ -178,7 +178,7 @@ def fetch(
 
     staging = staging_dir(f.repo, models_dir)
     what = f"{f.repo}/{f.path}"
-    wait = hub_timeout() if timeout is None else timeout
+    wait = timeout
     if not safe_relative(f.path):
         raise PullError(f"{what}: not a file name inside the repo: refused")
     try:

@@ -180,14 +180,13 @@ class Engine:
     @asynccontextmanager
     async def open(
         cls,
-        settings: Settings | None = None,
+        settings: Settings,
         *,
         say: Callable[[str], None] | None = None,
         secrets: SecretsReader | None = None,
     ) -> AsyncIterator[Engine]:
         """Load the registry (building pack venvs on first use) and run the engine's tasks;
         ``secrets`` reads the secrets a node's call asks for (the top wires the hub's store)."""
-        settings = settings or Settings.from_env()
         for d in (settings.data_dir, settings.models_dir, settings.blobs_dir):
             d.mkdir(parents=True, exist_ok=True)
         ModelCatalogs(settings.models_roots).ensure_folders()
