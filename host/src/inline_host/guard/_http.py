@@ -19,7 +19,14 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import urlsplit
 
-from litestar.types import ASGIApp, Receive, Scope, Send
+from litestar.types import (
+    ASGIApp,
+    HTTPResponseBodyEvent,
+    HTTPResponseStartEvent,
+    Receive,
+    Scope,
+    Send,
+)
 
 #: Content types a cross-site page may send without a CORS preflight.
 SIMPLE_TYPES = ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data")
@@ -181,8 +188,18 @@ def request_guard(policy: HostPolicy) -> Any:
             if scope["type"] == "websocket":
                 await send({"type": "websocket.close", "code": 4403})
                 return
-            await send({"type": "http.response.start", "status": status, "headers": headers})
-            await send({"type": "http.response.body", "body": body})
+            start: HTTPResponseStartEvent = {
+                "type": "http.response.start",
+                "status": status,
+                "headers": list(headers),
+            }
+            await send(start)
+            end: HTTPResponseBodyEvent = {
+                "type": "http.response.body",
+                "body": body,
+                "more_body": False,
+            }
+            await send(end)
 
         return middleware
 

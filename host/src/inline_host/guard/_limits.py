@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 from inline_sdk.protocol import MAX_FRAME, ChunkedRef, InlineBytes, MediaValue, ShmRef, TextValue
@@ -35,7 +35,7 @@ def value_size(value: object) -> int:
     return 0
 
 
-def check_outputs(node_id: str, node_type: str, outputs: dict[str, object], cap: int) -> None:
+def check_outputs(node_id: str, node_type: str, outputs: Mapping[str, object], cap: int) -> None:
     """Raise ``OutputTooLarge`` for the first output over ``cap`` bytes."""
     for port, value in outputs.items():
         size = value_size(value)

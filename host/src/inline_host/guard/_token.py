@@ -7,7 +7,14 @@ import hmac
 import ipaddress
 from typing import Any
 
-from litestar.types import ASGIApp, Receive, Scope, Send
+from litestar.types import (
+    ASGIApp,
+    HTTPResponseBodyEvent,
+    HTTPResponseStartEvent,
+    Receive,
+    Scope,
+    Send,
+)
 
 from .._settings import Settings
 
@@ -62,18 +69,22 @@ def token_middleware(token: str | None) -> Any:
             body = (
                 b'{"error":{"code":"unauthorized","message":"A valid bearer token is required."}}'
             )
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 401,
-                    "headers": [
-                        (b"content-type", b"application/json"),
-                        (b"content-length", str(len(body)).encode()),
-                        (b"www-authenticate", b"Bearer"),
-                    ],
-                }
-            )
-            await send({"type": "http.response.body", "body": body})
+            start: HTTPResponseStartEvent = {
+                "type": "http.response.start",
+                "status": 401,
+                "headers": [
+                    (b"content-type", b"application/json"),
+                    (b"content-length", str(len(body)).encode()),
+                    (b"www-authenticate", b"Bearer"),
+                ],
+            }
+            await send(start)
+            end: HTTPResponseBodyEvent = {
+                "type": "http.response.body",
+                "body": body,
+                "more_body": False,
+            }
+            await send(end)
 
         return middleware
 

@@ -171,7 +171,8 @@ def _kv_cache_bytes(config: dict[str, Any] | None, tokens: int, dtype_bytes: int
     """A causal LM's KV cache for ``tokens`` (static, as the text pack sizes it)."""
     if not config:
         return 0
-    cfg = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+    inner = config.get("text_config")
+    cfg: dict[str, Any] = inner if isinstance(inner, dict) else config
     layers = int(cfg.get("num_hidden_layers") or cfg.get("n_layer") or 0)
     heads = int(cfg.get("num_attention_heads") or cfg.get("n_head") or 0)
     kv = int(cfg.get("num_key_value_heads") or heads)

@@ -39,7 +39,7 @@ MAX_FILES: Final = 10_000
 def model_files(registry: Any, node: Any, catalogs: Any) -> list[tuple[str, Path | None]]:
     """``(category/name, path or None when absent)`` of every model file ``node`` reads."""
     entry = registry.lookup(node.type) if registry is not None else None
-    if entry is None:
+    if registry is None or entry is None:
         return []
     manifest = registry.node_manifest(node.type)
     models = manifest.models if manifest is not None else ()
