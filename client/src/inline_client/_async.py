@@ -40,9 +40,8 @@ def _raise_for(r: httpx.Response) -> None:
         body = r.json()
     except ValueError:
         raise ApiError(r.status_code, "http_error", r.text[:500]) from None
-    error = body.get("error", {}) if isinstance(body, dict) else {}
-    if not isinstance(error, dict):
-        error = {"message": str(error)}
+    raw = body.get("error", {}) if isinstance(body, dict) else {}
+    error: dict[str, Any] = raw if isinstance(raw, dict) else {"message": str(raw)}
     code = str(error.get("code") or error.get("type") or "http_error")
     message = str(error.get("message") or body)
     if r.status_code == 422 and "errors" in error:
