@@ -38,25 +38,41 @@ SECRET_ENV = "INLINE_WORKER_SECRET"
 _SECRET_LIMIT = 1024
 
 
-def _dying(pid: int) -> bool:
-    """Whether child ``pid`` is past the point of reading another call, as ``/proc`` tells it
-    before its exit can be waited for: a SIGKILL pending, its main thread exiting or a zombie
-    (the other threads of a killed worker die after it, and only then is its socket closed)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            fields = f.read().rpartition(b")")[2].split()
-        with open(f"/proc/{pid}/status", "rb") as f:
-            status = f.read()
-    except FileNotFoundError:
-        return True
-    except OSError:
-        return False
-    if fields[:1] in ([b"Z"], [b"X"]) or (len(fields) > 6 and int(fields[6]) & _PF_EXITING):
-        return True
-    for line in status.splitlines():
-        if line.startswith((b"SigPnd:", b"ShdPnd:")) and int(line.split()[1], 16) & _SIGKILL_BIT:
+class _ProcStat:
+    """``/proc/<pid>/stat`` of one child, kept open: one read tells whether it is past the point
+    of reading another call, before its exit can be waited for: a SIGKILL pending (a fatal
+    signal is added to every thread's own pending set as ``kill`` returns, which the ``signal``
+    field shows), its main thread exiting or a zombie (the other threads of a killed worker
+    die after it, and only then is its socket closed). The open file belongs to that process:
+    once it is reaped, reads fail, whatever process gets its pid next."""
+
+    def __init__(self, pid: int) -> None:
+        try:
+            self._fd: int | None = os.open(f"/proc/{pid}/stat", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            self._fd = None
+
+    def dying(self) -> bool:
+        if self._fd is None:
+            return False
+        try:
+            data = os.pread(self._fd, 1024, 0)
+        except ProcessLookupError:
+            return True  # reaped
+        except OSError:
+            return False
+        fields = data.rpartition(b")")[2].split()
+        if not fields or fields[0] in (b"Z", b"X"):
             return True
-    return False
+        flags = int(fields[6]) if len(fields) > 6 else 0
+        pending = int(fields[28]) if len(fields) > 28 else 0
+        return bool(flags & _PF_EXITING or pending & _SIGKILL_BIT)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._fd)
+            self._fd = None
 
 
 class _ChildWorker:
@@ -75,6 +91,7 @@ class _ChildWorker:
         self.pid: int | None = proc.pid
         self.shares_memory = shares_memory
         self._launcher = launcher
+        self._stat = _ProcStat(proc.pid) if _PROC else None
 
     def stderr(self) -> AsyncIterator[bytes] | None:
         return aiter(self._proc.stderr) if self._proc.stderr is not None else None
@@ -85,12 +102,14 @@ class _ChildWorker:
         if self._proc.returncode is None:
             self.kill()
             await self._proc.wait()
+        if self._stat is not None:
+            self._stat.close()
         return self._proc.returncode
 
     def has_exited(self) -> bool:
         if self._proc.returncode is not None:
             return True
-        if _PROC and _dying(self._proc.pid):
+        if self._stat is not None and self._stat.dying():
             return True
         try:  # WNOWAIT: only look; the process stays for ``wait`` to reap
             seen = os.waitid(os.P_PID, self._proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
