@@ -7,9 +7,20 @@ from typing import Any
 import msgspec
 
 
+class NodeFailure(msgspec.Struct, frozen=True, rename="camel"):
+    """One failed node of a run."""
+
+    node_id: str
+    message: str
+
+
 class RunError(msgspec.Struct, frozen=True, rename="camel"):
+    """Why a run failed: the first failed node's message; ``errors`` lists every failed node
+    when more than one did."""
+
     message: str
     node_id: str | None = None
+    errors: list[NodeFailure] | None = None
 
 
 class Take(msgspec.Struct, frozen=True, rename="camel"):
@@ -83,6 +94,14 @@ class NodeDone(msgspec.Struct, frozen=True, tag="node_done", rename="camel"):
     takes: list[Take] = []
 
 
+class NodeFailed(msgspec.Struct, frozen=True, tag="node_error", rename="camel"):
+    """A node raised (the run's ``Failed`` follows when it ends)."""
+
+    run_id: str
+    node_id: str
+    message: str = ""
+
+
 class RunDone(msgspec.Struct, frozen=True, tag="run_done", rename="camel"):
     run_id: str
 
@@ -91,6 +110,8 @@ class Failed(msgspec.Struct, frozen=True, tag="error", rename="camel"):
     run_id: str
     message: str = ""
     node_id: str | None = None
+    #: Every failed node, when more than one did.
+    errors: list[NodeFailure] | None = None
 
 
 class Cancelled(msgspec.Struct, frozen=True, tag="cancelled", rename="camel"):
@@ -104,7 +125,18 @@ class Other(msgspec.Struct, frozen=True):
     data: dict[str, Any]
 
 
-Event = Snapshot | RunStarted | Progress | Preview | Delta | NodeDone | RunDone | Failed | Cancelled
+Event = (
+    Snapshot
+    | RunStarted
+    | Progress
+    | Preview
+    | Delta
+    | NodeDone
+    | NodeFailed
+    | RunDone
+    | Failed
+    | Cancelled
+)
 TERMINAL = (RunDone, Failed, Cancelled)
 _event = msgspec.json.Decoder(Event)
 

@@ -33,7 +33,16 @@ from litestar.response import Stream
 
 from ..assets import RAW_HINT, AssetRefused, sniff_kind
 from ..guard import bearer_matches
-from ..runs import RunService, RunState, RunSummary, Submitted, Take, take_view
+from ..runs import (
+    RunService,
+    RunState,
+    RunSummary,
+    SnapshotEvent,
+    Submitted,
+    Take,
+    encode_event,
+    take_view,
+)
 from ._errors import ApiError, not_found
 from ._models import ModelsService, UnknownModel, UnsafeName
 from ._openapi import (
@@ -202,8 +211,8 @@ async def run_events(
     sub, snapshot = found
     await socket.accept()
     try:
-        payload = {"type": "snapshot", "runId": run_id, "state": snapshot}
-        await socket.send_data(msgspec.json.encode(payload).decode(), mode="text")
+        first = encode_event(SnapshotEvent(run_id=run_id, state=snapshot))
+        await socket.send_data(first.decode(), mode="text")
         while sub is not None:
             for event in await sub.next_batch():
                 await socket.send_data(event.data.decode(), mode="text")

@@ -18,7 +18,7 @@ from .._errors import InlineHostError
 from .._settings import Settings
 from .._values import HostValue, media_extension
 from ..hub import secrets_reader
-from ..runs import Engine, png_with_text
+from ..runs import Engine, png_with_recipe
 from ._friendly import check_out_dir, describe_failure, resolve_path_refs
 
 EXIT_FAILED = 1
@@ -143,17 +143,8 @@ async def run_graph(args: argparse.Namespace) -> int:
             return EXIT_FAILED
         out_dir.mkdir(parents=True, exist_ok=True)
         target = planned.node(planned.target)
-        recipe = None
-        if target is not None and isinstance(request, dict):
-            # the same iTXt "inline" chunk as an API take: node, type, params, graph
-            graph = request.get("graph")
-            recipe = {
-                "node": target.id,
-                "type": target.type,
-                "params": target.params,
-                "graph": graph,
-            }
-        written = write_outputs(engine, planned.target, result.outputs, out_dir, recipe)
+        graph = request.get("graph") if isinstance(request, dict) else None
+        written = write_outputs(engine, target, result.outputs, out_dir, graph)
     for path in written:
         print(path)
     return 0
@@ -161,15 +152,16 @@ async def run_graph(args: argparse.Namespace) -> int:
 
 def write_outputs(
     engine: Engine,
-    node_id: str,
+    target: PlannedNode,
     outputs: dict[str, HostValue],
     out_dir: Path,
-    recipe: dict[str, Any] | None = None,
+    graph: dict[str, Any] | None,
 ) -> list[Path]:
-    """Write each media/text output as ``<node id>.<port>.<ext>`` (a PNG with ``recipe`` in its
-    ``inline`` iTXt chunk, as API takes carry it); the paths written."""
+    """Write each media/text output of ``target`` as ``<node id>.<port>.<ext>`` (a PNG with
+    the recipe that made it in its ``inline`` iTXt chunk, as API takes carry it); the paths
+    written."""
     written: list[Path] = []
-    safe_id = "".join(c if c.isalnum() or c in "-_." else "_" for c in node_id)
+    safe_id = "".join(c if c.isalnum() or c in "-_." else "_" for c in target.id)
     for port, hv in outputs.items():
         v = hv.value
         if isinstance(v, MediaValue):
@@ -179,8 +171,10 @@ def write_outputs(
         else:
             continue
         ext = media_extension(hv)
-        if ext == "png" and recipe is not None:
-            data = png_with_text(bytes(data), "inline", json.dumps(recipe, separators=(",", ":")))
+        if ext == "png":
+            data = png_with_recipe(
+                data, node_id=target.id, node_type=target.type, params=target.params, graph=graph
+            )
         path = out_dir / f"{safe_id}.{port}.{ext}"
         tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_bytes(data)

@@ -1,29 +1,36 @@
 """Runs: the engine over the kernel, durable submission (behind the store's gate), live state,
-events and takes."""
+typed /v1 events and takes."""
 
 from ._blobs import BlobStore
 from ._engine import Engine, PackExecutor, RunResult
+from ._events import DeltaEvent, Event, RunEvent, SnapshotEvent, Subscriber, encode_event
 from ._execution import take_view
 from ._gate import StorageFailing
 from ._service import Conflict, QueueFull, RunService
 from ._store import RunStore
-from ._takes import png_with_text
+from ._takes import png_with_recipe
 from ._views import RunState, RunSummary, Submitted, Take
 
 __all__ = (
     "BlobStore",
     "Conflict",
+    "DeltaEvent",
     "Engine",
+    "Event",
     "PackExecutor",
     "QueueFull",
+    "RunEvent",
     "RunResult",
     "RunService",
     "RunState",
     "RunStore",
     "RunSummary",
+    "SnapshotEvent",
     "StorageFailing",
     "Submitted",
+    "Subscriber",
     "Take",
-    "png_with_text",
+    "encode_event",
+    "png_with_recipe",
     "take_view",
 )

@@ -1,4 +1,10 @@
-"""Run events to many subscribers: encoded once, queued per subscriber, slow readers coalesced.
+"""A run's /v1 events, typed, and their delivery to many subscribers: encoded once, queued per
+subscriber, slow readers coalesced.
+
+Every message of ``WS /v1/runs/{runId}/events`` is one of the tagged structs of ``RunEvent``
+(``{"type": ..., "runId": ..., ...}``, camelCase, contract 5.2). Absent fields are ``UNSET``
+and left out of the JSON, as the contract's optional fields are. The typed client
+(``inline_client``) decodes the same shapes; a test keeps the two equal.
 
 A subscriber's queue never blocks the run: ``progress`` (and ``preview``) events for a node
 replace an unsent one of the same node, so a reader that never reads holds at most one progress
@@ -8,24 +14,151 @@ per node plus the few events that are never dropped (``node_done`` and the termi
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Final
 
 import anyio
 import msgspec
+from msgspec import UNSET, UnsetType
+
+from ._views import NodeFailure, RunState, Take
+
+__all__ = (
+    "TERMINAL",
+    "Broadcaster",
+    "CancelledEvent",
+    "DeltaEvent",
+    "ErrorEvent",
+    "Event",
+    "NodeDoneEvent",
+    "NodeErrorEvent",
+    "PreviewEvent",
+    "ProgressEvent",
+    "RunDoneEvent",
+    "RunEvent",
+    "RunStartedEvent",
+    "SnapshotEvent",
+    "Subscriber",
+    "encode_event",
+)
+
+TERMINAL: Final = frozenset({"run_done", "error", "cancelled"})
+
+
+class _RunEventBase(msgspec.Struct, frozen=True, rename="camel", tag_field="type"):
+    """What every event carries: its ``type`` (the tag, first) and its run."""
+
+    run_id: str
+
+
+class SnapshotEvent(_RunEventBase, frozen=True, tag="snapshot"):
+    """The run's whole state: always the first message of a subscription."""
+
+    state: RunState
+
+
+class RunStartedEvent(_RunEventBase, frozen=True, tag="run_started"):
+    """The run left the queue and began executing."""
+
+
+class ProgressEvent(_RunEventBase, frozen=True, tag="progress"):
+    """A node's progress in its current phase (at most ten a second per run are sent)."""
+
+    node_id: str
+    phase: str
+    fraction: float
+    status: str
+    #: Both present exactly when the node reports steps.
+    step: int | UnsetType = UNSET
+    step_count: int | UnsetType | None = UNSET
+
+
+class PreviewEvent(_RunEventBase, frozen=True, tag="preview"):
+    """A node's preview image, as a ``data:`` URL (our addition)."""
+
+    node_id: str
+    image: str
+
+
+class DeltaEvent(_RunEventBase, frozen=True, tag="delta"):
+    """A piece of streamed text of one of a node's outputs (our addition): never dropped."""
+
+    node_id: str
+    output: str
+    text: str
+
+
+class NodeDoneEvent(_RunEventBase, frozen=True, tag="node_done"):
+    """A take-producing node finished (or was served from the cache) with these takes."""
+
+    node_id: str
+    cached: bool
+    takes: list[Take]
+
+
+class NodeErrorEvent(_RunEventBase, frozen=True, tag="node_error"):
+    """A node raised (our addition); the run's own ``error`` follows when it ends."""
+
+    node_id: str
+    message: str
+
+
+class RunDoneEvent(_RunEventBase, frozen=True, tag="run_done"):
+    """Terminal: the run finished."""
+
+
+class ErrorEvent(_RunEventBase, frozen=True, tag="error"):
+    """Terminal: the run failed. ``nodeId`` is always present (null for a run-level failure);
+    ``errors`` (our addition) lists every failed node when more than one did."""
+
+    message: str
+    node_id: str | None
+    errors: tuple[NodeFailure, ...] | UnsetType = UNSET
+
+
+class CancelledEvent(_RunEventBase, frozen=True, tag="cancelled"):
+    """Terminal: the run was cancelled."""
+
+
+RunEvent = (
+    SnapshotEvent
+    | RunStartedEvent
+    | ProgressEvent
+    | PreviewEvent
+    | DeltaEvent
+    | NodeDoneEvent
+    | NodeErrorEvent
+    | RunDoneEvent
+    | ErrorEvent
+    | CancelledEvent
+)
 
 _encoder = msgspec.json.Encoder()
 
-TERMINAL = frozenset({"run_done", "error", "cancelled"})
+
+def encode_event(event: RunEvent) -> bytes:
+    """The JSON of one event, as the websocket sends it."""
+    return _encoder.encode(event)
 
 
 class Event:
-    """One encoded event; ``coalesce`` names what a newer event of the same kind replaces."""
+    """One event, encoded once for every subscriber; ``coalesce`` names what a newer event of
+    the same kind replaces. ``event`` is the typed event (what in-process readers use)."""
 
-    __slots__ = ("coalesce", "data", "terminal", "type")
+    __slots__ = ("coalesce", "data", "event", "terminal", "type")
 
-    def __init__(self, payload: dict[str, Any], coalesce: str | None = None) -> None:
-        self.type: str = payload["type"]
-        self.data = _encoder.encode(payload)
+    def __init__(self, event: RunEvent | Mapping[str, Any], coalesce: str | None = None) -> None:
+        self.data = _encoder.encode(event)
+        self.event: RunEvent | None
+        if isinstance(event, Mapping):  # raw JSON (as a test or a tool writes it)
+            self.type: str = str(event["type"])
+            try:
+                self.event = msgspec.convert(event, RunEvent)
+            except msgspec.ValidationError:
+                self.event = None  # not a whole event: sent as it is, read by nobody here
+        else:
+            self.type = str(type(event).__struct_config__.tag)
+            self.event = event
         self.coalesce = coalesce
         self.terminal = self.type in TERMINAL
 
@@ -74,9 +207,10 @@ class Broadcaster:
     def unsubscribe(self, sub: Subscriber) -> None:
         self.subscribers.discard(sub)
 
-    def publish(self, payload: dict[str, Any], coalesce: str | None = None) -> None:
+    def publish(self, event: RunEvent, coalesce: str | None = None) -> None:
+        """Send ``event`` to every subscriber (encoded once, only when someone listens)."""
         if not self.subscribers:
             return
-        event = Event(payload, coalesce)
+        queued = Event(event, coalesce)
         for sub in self.subscribers:
-            sub.push(event)
+            sub.push(queued)

@@ -1,27 +1,30 @@
 """How a run's nodes execute inside the service: the kernel's listener and executor for one run.
 
-The listener turns the kernel's and the workers' events into the run's live state and events;
-the executor runs a node in its slot and records its takes durably before the node counts as
-done.
+The executor runs a node in its slot and records its takes durably before the node counts as
+done; the listener turns the kernel's and the workers' events into the run's live state and
+events, announcing each node's takes from what the recorder returned (``node_path`` builds the
+pair, sharing that hand-off).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 import anyio
-import msgspec
 from inline_core import NodeFailed, PlannedNode
-from inline_sdk.protocol import Preview, Progress, Stream
+from inline_sdk.protocol import MediaValue, Preview, Progress, Stream
 
 from .._errors import NodeError
+from ._engine import PackExecutor
+from ._events import NodeDoneEvent
 from ._live import LiveRun
 from ._store import TakeRecord
-from ._takes import has_takes, take_bytes, take_ports
+from ._takes import TakeRecorder, has_takes, take_bytes, take_ports
 from ._views import Take
 
-if TYPE_CHECKING:  # the service builds these; they only call back into it
-    from ._service import RunService
+#: Reads a media value's bytes (from shared memory without a copy where it can).
+MediaReader = Callable[[MediaValue], bytes | memoryview]
 
 
 def take_view(t: TakeRecord) -> Take:
@@ -49,9 +52,13 @@ def failure_message(exc: BaseException) -> str:
 class RunListener:
     """The kernel's RunListener for one live run."""
 
-    def __init__(self, service: RunService, run: LiveRun) -> None:
-        self.service = service
+    def __init__(
+        self, run: LiveRun, recorder: TakeRecorder, recorded: dict[str, list[TakeRecord]]
+    ) -> None:
         self.run = run
+        self.recorder = recorder
+        #: What the executor recorded for each node that ran, until the node is announced.
+        self.recorded = recorded
 
     def node_started(self, node: PlannedNode) -> None:
         pass  # running once it holds its slot (the executor says so)
@@ -72,44 +79,52 @@ class RunListener:
     def node_finished(self, node: PlannedNode, outputs: dict[str, Any], cached: bool) -> None:
         run = self.run
         run.node_finished(node.id, cached)
+        recorded = self.recorded.pop(node.id, [])
         if not has_takes(node, is_target=node.id == run.target):
             return  # take-less nodes are never announced (contract 4.2)
-        recorder = self.service.recorder
-        records = recorder.reuse(run.id, node) if cached else recorder.store.takes_for_key(node.key)
+        # a cache hit links the takes stored for its key; a node that ran has those it recorded
+        records = self.recorder.reuse(run.id, node) if cached else recorded
         if not records:
             return
         takes = [take_view(t) for t in records]
         run.add_takes(takes)
-        run.publish(
-            {
-                "type": "node_done",
-                "nodeId": node.id,
-                "cached": cached,
-                "takes": [msgspec.to_builtins(t) for t in takes],
-            }
-        )
+        run.publish(NodeDoneEvent(run_id=run.id, node_id=node.id, cached=cached, takes=takes))
 
 
 class TakingExecutor:
     """Runs a node through the engine, in its node slot, then records its takes (durably)."""
 
-    def __init__(self, service: RunService, run: LiveRun) -> None:
-        self.service = service
+    def __init__(
+        self, run: LiveRun, executor: PackExecutor, recorder: TakeRecorder, read: MediaReader
+    ) -> None:
         self.run = run
+        self.executor = executor
+        self.recorder = recorder
+        self.read = read  # large takes go to disk from shared memory
+        #: The takes recorded per node id, for the listener to announce.
+        self.recorded: dict[str, list[TakeRecord]] = {}
 
     async def execute(
         self, node: PlannedNode, inputs: dict[str, list[Any]], report: Any
     ) -> dict[str, Any]:
-        service, run = self.service, self.run
-        outputs = await service.engine.executor.execute(
+        run = self.run
+        outputs = await self.executor.execute(
             node, inputs, report, order=run.order, on_start=lambda: run.node_running(node.id)
         )
         ports = take_ports(node, outputs, is_target=node.id == run.target)
         if ports:
-            read = service.engine.bulk.buffer  # large takes go to disk from shared memory
-            values = {port: take_bytes(outputs[port].value, read) for port in ports}
+            values = {port: take_bytes(outputs[port].value, self.read) for port in ports}
             graph = run.request.get("graph")
-            await anyio.to_thread.run_sync(
-                lambda: service.recorder.record(run.id, node, values, graph)
+            self.recorded[node.id] = await anyio.to_thread.run_sync(
+                lambda: self.recorder.record(run.id, node, values, graph)
             )
         return outputs
+
+
+def node_path(
+    run: LiveRun, executor: PackExecutor, recorder: TakeRecorder, read: MediaReader
+) -> tuple[RunListener, TakingExecutor]:
+    """The listener and the executor of one run's nodes (the executor hands the takes it
+    recorded to the listener, which announces them)."""
+    taking = TakingExecutor(run, executor, recorder, read)
+    return RunListener(run, recorder, taking.recorded), taking

@@ -9,8 +9,16 @@ from typing import Any
 import anyio
 from inline_core import Plan
 from inline_sdk.protocol import InlineBytes, Preview, Progress, Stream
+from msgspec import UNSET
 
-from ._events import Broadcaster
+from ._events import (
+    Broadcaster,
+    DeltaEvent,
+    NodeErrorEvent,
+    PreviewEvent,
+    ProgressEvent,
+    RunEvent,
+)
 from ._store import StoredRun
 from ._views import NodeState, RunError, RunState, Take
 
@@ -100,8 +108,9 @@ class LiveRun:
         known = {t.id for t in self.takes}
         self.takes.extend(t for t in takes if t.id not in known)
 
-    def publish(self, payload: dict[str, Any], coalesce: str | None = None) -> None:
-        self.events.publish({"type": payload.pop("type"), "runId": self.id, **payload}, coalesce)
+    def publish(self, event: RunEvent, coalesce: str | None = None) -> None:
+        """Send ``event`` (one of this run's) to its subscribers."""
+        self.events.publish(event, coalesce)
 
     # node states ------------------------------------------------------------------------------
     def node_running(self, node_id: str) -> None:
@@ -123,7 +132,7 @@ class LiveRun:
             return
         state.state, state.error, state.partial = "error", message, None
         self._pieces.pop(node_id, None)
-        self.publish({"type": "node_error", "nodeId": node_id, "message": message})
+        self.publish(NodeErrorEvent(run_id=self.id, node_id=node_id, message=message))
 
     def close_nodes(self, failed: dict[str, str] | None = None) -> None:
         """At the end of a run, every node tells its real end: what never ran was ``skipped``
@@ -172,16 +181,17 @@ class LiveRun:
         if now - self._last_progress < PROGRESS_INTERVAL and event.fraction < 1.0:
             return
         self._last_progress = now
-        payload: dict[str, Any] = {
-            "type": "progress",
-            "nodeId": node_id,
-            "phase": event.phase,
-            "fraction": event.fraction,
-            "status": event.status,
-        }
-        if event.step is not None:
-            payload["step"], payload["stepCount"] = event.step, event.step_count
-        self.publish(payload, coalesce=f"progress:{node_id}")
+        steps = event.step is not None  # the pair is sent whole or not at all
+        progress = ProgressEvent(
+            run_id=self.id,
+            node_id=node_id,
+            phase=event.phase,
+            fraction=event.fraction,
+            status=event.status,
+            step=event.step if event.step is not None else UNSET,
+            step_count=event.step_count if steps else UNSET,
+        )
+        self.publish(progress, coalesce=f"progress:{node_id}")
 
     def on_preview(self, node_id: str, event: Preview) -> None:
         now = anyio.current_time()
@@ -191,12 +201,9 @@ class LiveRun:
             return
         self._last_preview = now
         data = base64.b64encode(event.image.data.data).decode()
+        image = f"data:image/{event.image.ext};base64,{data}"
         self.publish(
-            {
-                "type": "preview",
-                "nodeId": node_id,
-                "image": f"data:image/{event.image.ext};base64,{data}",
-            },
+            PreviewEvent(run_id=self.id, node_id=node_id, image=image),
             coalesce=f"preview:{node_id}",
         )
 
@@ -210,4 +217,6 @@ class LiveRun:
         pieces = self._pieces.setdefault(node_id, {}).setdefault(event.port, [])
         pieces.append(event.text)
         state.partial = PARTIAL  # joined when a state is read: appending stays O(1)
-        self.publish({"type": "delta", "nodeId": node_id, "output": event.port, "text": event.text})
+        self.publish(
+            DeltaEvent(run_id=self.id, node_id=node_id, output=event.port, text=event.text)
+        )

@@ -24,19 +24,25 @@ from inline_core import (
     DocumentInvalid,
     InlineCoreError,
     NodeFailed,
-    Plan,
     RequestInvalid,
 )
+from msgspec import UNSET
 
 from .._errors import InlineHostError
 from ..guard import MAX_NESTING, too_deep
 from ._engine import Engine
-from ._events import Subscriber
-from ._execution import RunListener, TakingExecutor, failure_message, take_view
+from ._events import (
+    CancelledEvent,
+    ErrorEvent,
+    RunDoneEvent,
+    RunStartedEvent,
+    Subscriber,
+)
+from ._execution import failure_message, node_path, take_view
 from ._gate import STORAGE_ERRORS, StorageFailing, StoreGate
 from ._live import TERMINAL, LiveRun
 from ._store import RunStore, StoredRun, TakeRecord, now_ms
-from ._stored import new_run_id, request_hash, stored_state
+from ._stored import identify, new_run_id, stored_state
 from ._takes import TakeRecorder, TakeWriter
 from ._views import NodeFailure, RunError, RunState, RunSummary, Take
 
@@ -151,8 +157,8 @@ class RunService:
             raise RequestInvalid.of(f"The request nests deeper than {MAX_NESTING} levels.", "$")
         # planning hashes the files params name: off the event loop (guard.InputPaths)
         planned = await anyio.to_thread.run_sync(self.engine.prepare, body)
-        graph_doc, target = body["graph"], planned.target
-        req_hash = request_hash(graph_doc, target)
+        target = planned.target
+        req_hash, stored_graph = identify(body["graph"], planned)
         client = body.get("clientRunId")
         client_key = None if client is None else msgspec.json.encode(client).decode()
         if client_key is not None:
@@ -172,7 +178,7 @@ class RunService:
                 f"{waiting} runs are queued already (INLINE_MAX_QUEUED="
                 f"{self.engine.settings.max_queued}); retry later."
             )
-        stored_request = {"graph": self._with_resolved_seeds(graph_doc, planned), "target": target}
+        stored_request = {"graph": stored_graph, "target": target}
         run = LiveRun(
             new_run_id(),
             stored_request,
@@ -243,20 +249,6 @@ class RunService:
         self.runs[run.id] = run
         if run.client_run_id is not None:
             self._client_ids[run.client_run_id] = (run.id, run.request_hash)
-
-    def _with_resolved_seeds(self, graph: dict[str, Any], planned: Plan) -> dict[str, Any]:
-        """The graph with random seeds replaced by the ones drawn, so a resume redraws none."""
-        nodes = []
-        for node in graph.get("nodes", []):
-            if isinstance(node, dict) and node.get("id") in planned:
-                p = planned.node(node["id"])
-                seeds = {f.key for f in p.descriptor.params if f.widget == "seed"}
-                if seeds:
-                    params = dict(node.get("params") or {})
-                    params.update({k: p.params[k] for k in seeds if k in p.params})
-                    node = {**node, "params": params}
-            nodes.append(node)
-        return {**graph, "nodes": nodes}
 
     def _enqueue(self, run: LiveRun) -> None:
         leader = self._inflight_targets.get(run.target_key)
@@ -413,44 +405,47 @@ class RunService:
             await self._settle(run, "cancelled")
             return
         run.status = "running"
-        run.publish({"type": "run_started"})
+        run.publish(RunStartedEvent(run_id=run.id))
+        status = "error"  # unless the plan runs to its end
+        error: RunError | None = None
+        failed: dict[str, str] | None = None  # node id -> why, of each failed node
         try:
             if run.registry_version != self.engine.registry.version:
                 await self._replan(run)  # nodes changed since submit: new versions, new cache keys
             self.engine.restore_stored(run.plan, self.store)
+            engine = self.engine
+            listener, executor = node_path(run, engine.executor, self.recorder, engine.bulk.buffer)
             with anyio.CancelScope() as scope:
                 run.scope = scope
-                await self.engine.run_plan(
-                    run.plan, RunListener(self, run), executor=TakingExecutor(self, run)
-                )
-            if scope.cancelled_caught:
-                run.close_nodes()
-                await self._settle(run, "cancelled")
-            else:
-                run.close_nodes()
-                await self._settle(run, "done")
+                await engine.run_plan(run.plan, listener, executor=executor)
+            status = "cancelled" if scope.cancelled_caught else "done"
         except DocumentInvalid as exc:
-            run.error = RunError(exc.node_id, str(exc))
-            run.close_nodes()
-            await self._settle(run, "error")
+            error = RunError(exc.node_id, str(exc))
         except NodeFailed as exc:
             failed = {f.node_id: failure_message(f) for f in exc.failures if f.node_id in run.nodes}
             errors = tuple(NodeFailure(n, m) for n, m in failed.items())
-            run.error = RunError(
-                exc.node_id, failure_message(exc), errors if len(errors) > 1 else None
-            )
-            run.close_nodes(failed)
-            await self._settle(run, "error")
+            error = RunError(exc.node_id, failure_message(exc), errors if len(errors) > 1 else None)
         except (InlineCoreError, InlineHostError) as exc:
-            run.error = RunError(None, failure_message(exc))
-            run.close_nodes()
-            await self._settle(run, "error")
+            error = RunError(None, failure_message(exc))
         except STORAGE_ERRORS as exc:
-            run.error = RunError(None, f"Storage failed: {exc}")
-            run.close_nodes()
-            await self._settle(run, "error")
+            error = RunError(None, f"Storage failed: {exc}")
         finally:
             run.scope = None
+        await self._end(run, status, error, failed)
+
+    async def _end(
+        self,
+        run: LiveRun,
+        status: str,
+        error: RunError | None = None,
+        failed: dict[str, str] | None = None,
+    ) -> None:
+        """The one way a run that started ends: its error set (when it failed), every node's
+        real end told (``failed``: node id -> message, see ``LiveRun.close_nodes``), settled."""
+        if error is not None:
+            run.error = error
+        run.close_nodes(failed)
+        await self._settle(run, status)
 
     async def _replan(self, run: LiveRun) -> None:
         old_key = run.target_key
@@ -475,15 +470,15 @@ class RunService:
             self.gate.keep(run.id, status, msgspec.to_builtins(run.state()), new)
         run.unsaved = None
         if status == "done":
-            run.publish({"type": "run_done"})
+            run.publish(RunDoneEvent(run_id=run.id))
         elif status == "cancelled":
-            run.publish({"type": "cancelled"})
+            run.publish(CancelledEvent(run_id=run.id))
         else:
             err = run.error or RunError(None, "The run ended without a result.")
-            event: dict[str, Any] = {"type": "error", "message": err.message, "nodeId": err.node_id}
-            if err.errors:
-                event["errors"] = msgspec.to_builtins(err.errors)
-            run.publish(event)
+            errors = err.errors or UNSET  # only when more than one node failed
+            run.publish(
+                ErrorEvent(run_id=run.id, message=err.message, node_id=err.node_id, errors=errors)
+            )
         if self._inflight_targets.get(run.target_key) is run:
             del self._inflight_targets[run.target_key]
         run.settled.set()

@@ -44,6 +44,16 @@ def png_with_text(data: bytes, key: str, text: str) -> bytes:
     return data[:ihdr_end] + chunk + data[ihdr_end:]
 
 
+def png_with_recipe(
+    data: bytes | memoryview, *, node_id: str, node_type: str, params: dict[str, Any], graph: Any
+) -> bytes:
+    """A PNG's bytes with the recipe that made it in its ``inline`` iTXt chunk: the node, its
+    type, its params and the whole graph. Every API take and every ``inline run`` output
+    carries it (other bytes are returned as they are)."""
+    recipe = {"node": node_id, "type": node_type, "params": params, "graph": graph}
+    return png_with_text(bytes(data), "inline", json.dumps(recipe, separators=(",", ":")))
+
+
 class TakeWriter:
     """Writes takes' bytes (content-addressed, atomically) and their stable file names."""
 
@@ -68,8 +78,9 @@ class TakeWriter:
     ) -> TakeRecord:
         """Store one output's bytes as a take."""
         if ext == "png":
-            recipe = {"node": node_id, "type": node_type, "params": params, "graph": graph}
-            data = png_with_text(bytes(data), "inline", json.dumps(recipe, separators=(",", ":")))
+            data = png_with_recipe(
+                data, node_id=node_id, node_type=node_type, params=params, graph=graph
+            )
         bid = self.blobs.put_bytes(data)
         take_id = new_take_id()
         path = self.takes_dir / f"{take_id}.{ext}"

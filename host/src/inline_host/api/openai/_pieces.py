@@ -6,22 +6,30 @@ costs the server a write and the client a wakeup per token, both taken from the 
 model decodes on. So after a write, what streams within the interval is joined (per output, in
 order) and goes out in one write when the interval ends, or at once when the run ends. The first
 piece of a reply never waits, and a slow model, whose tokens come further apart than the
-interval, still streams token by token. The run's own ``delta`` events (``/v1``) are untouched.
+interval, still streams token by token. The run's own ``delta`` events (``/v1``) are untouched,
+and read as they were published (typed): no piece of text is decoded from the websocket's JSON.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import AsyncIterator
-from typing import Any, Final
+from typing import Final, Protocol
 
 import anyio
-import msgspec
+
+from ...runs import DeltaEvent, Event, RunState, Subscriber
 
 #: After a write, streamed text is gathered for at most this long (seconds) before the next.
 STREAM_INTERVAL: Final = 0.02
 
-_decode = msgspec.json.Decoder()
+
+class Subscriptions(Protocol):
+    """What ``streamed`` needs of the run service: a run's subscription and its snapshot."""
+
+    def subscribe(self, run_id: str) -> tuple[Subscriber | None, RunState | None] | None: ...
+
+    def unsubscribe(self, run_id: str, sub: Subscriber) -> None: ...
 
 
 def _add(pending: list[list[str]], port: str, text: str) -> None:
@@ -33,16 +41,18 @@ def _add(pending: list[list[str]], port: str, text: str) -> None:
 
 
 async def streamed(
-    service: Any, run_id: str, node_id: str, interval: float = STREAM_INTERVAL
+    service: Subscriptions, run_id: str, node_id: str, interval: float = STREAM_INTERVAL
 ) -> AsyncIterator[list[tuple[str, str]]]:
     """Until the run ends, lists of ``(output, text)`` to write at once: what ``node_id`` had
     streamed when this subscribed (a retry attaching to a run in flight, or pieces that came
     before the response started), then its ``delta`` events, gathered as above (nothing when
     the run had already ended)."""
     subscribed = service.subscribe(run_id)
-    if subscribed is None or subscribed[0] is None:
+    if subscribed is None:
         return
     sub, snapshot = subscribed
+    if sub is None:  # the run is over
+        return
     node = snapshot.nodes.get(node_id) if snapshot is not None else None
     so_far = [(port, text) for port, text in ((node and node.partial) or {}).items() if text]
     pending: list[list[str]] = []
@@ -53,19 +63,17 @@ async def streamed(
             yield so_far
             sent_at = anyio.current_time()
         while not ended:
-            batch: list[Any] = []
+            batch: list[Event] = []
             if pending:  # something waits for the interval's end: wait no longer than that
                 with anyio.move_on_after(sent_at + interval - anyio.current_time()):
                     batch = await sub.next_batch()
             else:
                 batch = await sub.next_batch()
-            for event in batch:
-                ended = ended or event.terminal
-                if event.type != "delta":
-                    continue
-                payload = _decode.decode(event.data)
-                if payload.get("nodeId") == node_id and payload.get("text"):
-                    _add(pending, str(payload.get("output")), payload["text"])
+            for queued in batch:
+                ended = ended or queued.terminal
+                delta = queued.event
+                if isinstance(delta, DeltaEvent) and delta.node_id == node_id and delta.text:
+                    _add(pending, delta.output, delta.text)
             now = anyio.current_time()
             if pending and (ended or now - sent_at >= interval):
                 yield [(port, text) for port, text in pending]
