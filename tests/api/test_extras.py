@@ -56,6 +56,35 @@ def test_identical_submissions_in_flight_attach_to_one_execution(concurrent_serv
         assert len(history) == 1  # made once
 
 
+def test_twins_that_ran_no_longer_count_against_the_queue_limit(tmp_path, inputs):
+    """With INLINE_MAX_QUEUED=2, two twins attached to a run in flight fill the queue; once
+    they have run, the queue is empty again and new runs are accepted (the twins of a
+    finished run no longer count as waiting)."""
+    server = start_server(tmp_path / "data", inputs, {"INLINE_MAX_QUEUED": "2"})
+    gate = tmp_path / "open"
+    doc = body("twin", node("twin", "testpack/gate", {"file": str(gate), "tag": "full"}))
+    try:
+        with server.client() as client:
+            first = client.post("/v1/runs", json=doc).json()["runId"]
+            with connect(f"{server.ws}/v1/runs/{first}/events") as ws:
+                while (msg := json.loads(ws.recv(timeout=60)))["type"] != "progress":
+                    assert msg["type"] not in ("run_done", "error", "cancelled"), msg
+            twins = [client.post("/v1/runs", json=doc) for _ in range(2)]
+            assert [r.status_code for r in twins] == [201, 201], [r.text for r in twins]
+            assert client.post("/v1/runs", json=doc).status_code == 429  # 2 are waiting
+            gate.touch()
+            for run_id in [first, *(r.json()["runId"] for r in twins)]:
+                events(server.ws, run_id)
+                assert client.get(f"/v1/runs/{run_id}").json()["status"] == "done"
+            after = [
+                client.post("/v1/runs", json=body("t", node("t", "input/text", {"text": t})))
+                for t in ("a", "b")
+            ]
+            assert [r.status_code for r in after] == [201, 201], [r.text for r in after]
+    finally:
+        server.stop()
+
+
 def test_openapi_is_published(client):
     spec = client.get("/schema/openapi.json").json()
     assert spec["openapi"].startswith("3.")

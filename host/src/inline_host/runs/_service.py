@@ -171,7 +171,8 @@ class RunService:
                     state = self.state(existing_id)
                     return existing_id, state.status if state else "queued", False
                 raise Conflict(f"clientRunId {client!r} was reused with a different graph.")
-        waiting = len(self.queue) + sum(len(r.followers) for r in self.runs.values())
+        # followers wait on leaders in flight (a finished leader's were run after it)
+        waiting = len(self.queue) + sum(len(r.followers) for r in self._inflight_targets.values())
         waiting += self._reserved  # passed this check, not queued yet (no await until here)
         if waiting >= self.engine.settings.max_queued:
             raise QueueFull(
