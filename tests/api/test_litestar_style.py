@@ -22,3 +22,19 @@ def test_the_app_uses_no_deprecated_litestar_style(tmp_path: Path, monkeypatch: 
         if issubclass(w.category, DeprecationWarning)
     ]
     assert deprecated == []
+
+
+SNAPSHOT = Path(__file__).resolve().parents[1] / "data" / "openapi_v1.json"
+
+
+def test_the_openapi_document_is_the_one_studio_and_scripts_were_built_against(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The /v1 OpenAPI document, byte for byte (refactors of the host must not change it). A
+    deliberate change to the API rewrites tests/data/openapi_v1.json in the same commit."""
+    import msgspec
+
+    monkeypatch.setenv("INLINE_DATA_DIR", str(tmp_path))
+    doc = create_app().openapi_schema.to_schema()
+    now = msgspec.json.format(msgspec.json.encode(doc), indent=1) + b"\n"
+    assert now == SNAPSHOT.read_bytes(), "the OpenAPI document changed: see this test's docstring"
