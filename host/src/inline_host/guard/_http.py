@@ -184,23 +184,25 @@ def request_guard(policy: HostPolicy) -> Any:
             if refused is None:
                 await app(scope, receive, send)
                 return
-            status, headers, body = refused
-            if scope["type"] == "websocket":
-                await send({"type": "websocket.close", "code": 4403})
-                return
-            start: HTTPResponseStartEvent = {
-                "type": "http.response.start",
-                "status": status,
-                "headers": list(headers),
-            }
-            await send(start)
-            end: HTTPResponseBodyEvent = {
-                "type": "http.response.body",
-                "body": body,
-                "more_body": False,
-            }
-            await send(end)
+            await refuse(scope, send, refused, close_code=4403)
 
         return middleware
 
     return factory
+
+
+async def refuse(scope: Scope, send: Send, refusal: Refusal, *, close_code: int) -> None:
+    """Answer with ``refusal`` (status, headers, body) before any app code ran; a websocket is
+    closed with ``close_code`` instead."""
+    if scope["type"] == "websocket":
+        await send({"type": "websocket.close", "code": close_code})
+        return
+    status, headers, body = refusal
+    start: HTTPResponseStartEvent = {
+        "type": "http.response.start",
+        "status": status,
+        "headers": list(headers),
+    }
+    await send(start)
+    end: HTTPResponseBodyEvent = {"type": "http.response.body", "body": body, "more_body": False}
+    await send(end)

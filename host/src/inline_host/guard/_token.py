@@ -9,14 +9,13 @@ from typing import Any
 
 from litestar.types import (
     ASGIApp,
-    HTTPResponseBodyEvent,
-    HTTPResponseStartEvent,
     Receive,
     Scope,
     Send,
 )
 
 from .._settings import Settings
+from ._http import refuse
 
 UNAUTHORIZED = b'{"error":{"code":"unauthorized","message":"A valid bearer token is required."}}'
 
@@ -63,28 +62,12 @@ def token_middleware(token: str | None) -> Any:
             if hmac.compare_digest(given.encode("latin-1"), token.encode()):
                 await app(scope, receive, send)
                 return
-            if scope["type"] == "websocket":
-                await send({"type": "websocket.close", "code": 4401})
-                return
-            body = (
-                b'{"error":{"code":"unauthorized","message":"A valid bearer token is required."}}'
-            )
-            start: HTTPResponseStartEvent = {
-                "type": "http.response.start",
-                "status": 401,
-                "headers": [
-                    (b"content-type", b"application/json"),
-                    (b"content-length", str(len(body)).encode()),
-                    (b"www-authenticate", b"Bearer"),
-                ],
-            }
-            await send(start)
-            end: HTTPResponseBodyEvent = {
-                "type": "http.response.body",
-                "body": body,
-                "more_body": False,
-            }
-            await send(end)
+            headers_out = [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(UNAUTHORIZED)).encode()),
+                (b"www-authenticate", b"Bearer"),
+            ]
+            await refuse(scope, send, (401, headers_out, UNAUTHORIZED), close_code=4401)
 
         return middleware
 
