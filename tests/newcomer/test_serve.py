@@ -20,6 +20,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def wait_healthy(
+    proc: subprocess.Popen[bytes], base: str, headers: dict[str, str] | None = None
+) -> None:
+    """Until the server at ``base`` answers /v1/health (bounded; a server that exits fails)."""
+    deadline = time.monotonic() + 120
+    while True:
+        assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
+        try:
+            if httpx.get(f"{base}/v1/health", headers=headers, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            assert time.monotonic() < deadline, "server did not start"
+            time.sleep(0.2)  # polling a starting server
+
+
 def env_for(tmp_path: Path) -> dict[str, str]:
     env = {**os.environ, "INLINE_DATA_DIR": str(tmp_path / "data")}
     env.pop("INLINE_PORT", None)
@@ -73,15 +88,7 @@ def test_a_single_page_app_gets_index_html_for_its_own_routes(tmp_path):
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
-            try:
-                if httpx.get(f"{base}/v1/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                assert time.monotonic() < deadline, "server did not start"
-                time.sleep(0.2)  # polling a starting server
+        wait_healthy(proc, base)
         r = httpx.get(f"{base}/projects/42/edit", timeout=10)
         assert (r.status_code, r.text) == (200, "<html>studio</html>")
         r = httpx.get(f"{base}/v1/nothing-here", timeout=10)
@@ -105,15 +112,7 @@ def test_the_token_can_come_from_a_file_and_stays_out_of_ps(tmp_path):
     base = f"http://127.0.0.1:{port}"
     auth = {"Authorization": "Bearer s3cret-from-file"}
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
-            try:
-                if httpx.get(f"{base}/v1/health", headers=auth, timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                assert time.monotonic() < deadline, "server did not start"
-                time.sleep(0.2)  # polling a starting server
+        wait_healthy(proc, base, auth)
         assert httpx.get(f"{base}/v1/health", timeout=10).status_code == 401
         cmdline = Path(f"/proc/{proc.pid}/cmdline").read_bytes().decode()
         assert "s3cret-from-file" not in cmdline
@@ -144,15 +143,7 @@ def test_inline_serve_is_the_same_server_with_the_same_flags(tmp_path):
     )
     base = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            assert proc.poll() is None, proc.stdout.read().decode() if proc.stdout else ""
-            try:
-                if httpx.get(f"{base}/v1/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                assert time.monotonic() < deadline, "server did not start"
-                time.sleep(0.2)  # polling a starting server
+        wait_healthy(proc, base)
         assert (data / "host.lock").exists()  # --data-dir was the one it took
         taken = subprocess.run(
             [inline, "serve", "--port", str(port), "--data-dir", str(tmp_path / "other")],
