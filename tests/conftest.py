@@ -1,11 +1,13 @@
-"""Shared fixtures: the anyio backend, a guard that records any attempt to import torch, and the
-markers of the suite's tiers (``torch``, ``ray``, ``slow``), given by where a test lives."""
+"""Shared fixtures: the anyio backend, a guard that records any attempt to import torch, the
+markers of the suite's tiers (``torch``, ``ray``, ``slow``), given by where a test lives, and how
+pytest-xdist runs the suite (``tests/_xdist.py``). What every folder builds once per session
+(pack venvs, tiny models) is in ``tests/_builds.py``."""
 
 from __future__ import annotations
 
 import importlib.abc
+import os
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +46,34 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
 
 
+#: What an xdist worker sets on its own (80 and 24: GNU readline fills them in), and uv wraps
+#: its messages at ``COLUMNS``: each worker gets the controller's instead.
+TERMINAL_ENV = ("COLUMNS", "LINES")
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
+    node.workerinput["terminal_env"] = {name: os.environ.get(name) for name in TERMINAL_ENV}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    given = getattr(config, "workerinput", {}).get("terminal_env")
+    for name, value in (given or {}).items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Under pytest-xdist (``./scripts/test`` runs it on every core), a test file at a time per
+    worker, the Ray tests all in one, the longest first (``tests/_xdist.py``)."""
+    from ._xdist import FileScheduling
+
+    return FileScheduling(config, log)
+
+
 class HeavyImportRecorder(importlib.abc.MetaPathFinder):
     """Records every attempt to import torch & co in this process (even ones that would fail)."""
 
@@ -68,15 +98,3 @@ def anyio_backend() -> str:
 @pytest.fixture
 def heavy_imports() -> HeavyImportRecorder:
     return RECORDER
-
-
-def build_packs(packs_dir: Path, names: Sequence[str], extra: Sequence[Path] = ()) -> Any:
-    """The registry over ``packs_dir`` with the venvs of the packs ``names`` built (the others
-    stay lazy: a run builds what it needs, so tests build only what they use)."""
-    from inline_registry import load_registry, prepare_env
-
-    registry = load_registry(packs_dir, tuple(extra))
-    assert not registry.failed, registry.failed
-    for name in names:
-        prepare_env(registry.packs[name].env)
-    return load_registry(packs_dir, tuple(extra))

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ..conftest import build_packs
+from .._builds import shared_packs
 
 PROBE = Path(__file__).resolve().parent / "_lora_probe.py"
 #: case -> (remote type, what its message names besides the file)
@@ -36,12 +36,10 @@ EXPECTED: dict[str, tuple[str, tuple[str, ...]]] = {
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The probe's records, run once in a primitives venv built for this module."""
-    root = tmp_path_factory.mktemp("lora-hostile")
-    registry = build_packs(root / "packs", ("primitives",))
+    """The probe's records, run once in the session's primitives venv."""
+    registry = shared_packs(tmp_path_factory, ("primitives",))
     python = registry.packs["primitives"].env.root / "venv" / "bin" / "python"
-    work = root / "work"
-    work.mkdir()
+    work = tmp_path_factory.mktemp("lora-hostile")
     proc = subprocess.run(
         [str(python), str(PROBE), str(work)], capture_output=True, text=True, timeout=300
     )

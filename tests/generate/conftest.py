@@ -1,12 +1,11 @@
-"""Fixtures: the pack venvs (diffusers, mesh and a test Image2Mesh pack) built once, the tiny
-pipelines and diffusers' own renders built once, and one engine per module."""
+"""Fixtures: the pack venvs (diffusers, mesh and a test Image2Mesh pack) and the tiny pipelines
+with diffusers' own renders, built once per session (``tests/_builds.py``), and one engine per
+module."""
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -15,7 +14,7 @@ from typing import Any
 import pytest
 from inline_host import Engine, Settings
 
-from ..conftest import build_packs
+from .._builds import built_once, data_dir_over, run_builder, shared_packs
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -39,9 +38,9 @@ class TinyPipes:
 
 @pytest.fixture(scope="session")
 def gen_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    path = tmp_path_factory.mktemp("inline-generate-data")
-    build_packs(path / "packs", ("basics", "diffusers", "mesh", "meshpack"), (MESHPACK,))
-    return path
+    """A data dir over the session's pack venvs, these packs' built."""
+    shared_packs(tmp_path_factory, ("basics", "diffusers", "mesh", "meshpack"), (MESHPACK,))
+    return data_dir_over(tmp_path_factory, "inline-generate-data")
 
 
 @pytest.fixture(scope="session")
@@ -51,15 +50,11 @@ def diffusers_python(gen_data_dir: Path) -> Path:
 
 @pytest.fixture(scope="session")
 def pipes(tmp_path_factory: pytest.TempPathFactory, diffusers_python: Path) -> TinyPipes:
-    root = tmp_path_factory.mktemp("tiny-pipes")
-    proc = subprocess.run(
-        [str(diffusers_python), str(HERE / "_tiny_pipes.py"), str(root)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    root = built_once(
+        tmp_path_factory,
+        "tiny-pipes",
+        lambda out: run_builder(diffusers_python, HERE / "_tiny_pipes.py", out),
     )
-    assert proc.returncode == 0, proc.stderr[-4000:]
     return TinyPipes(root, diffusers_python)
 
 

@@ -1,4 +1,5 @@
-"""The hosted pack's venv (built once per session, beside basics), the fake upstreams."""
+"""The hosted pack's venv (built once per session, beside basics: ``tests/_builds.py``), the fake
+upstreams."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ..conftest import build_packs
+from .._builds import data_dir_over, shared_packs
 from ._fakes import FakeUpstream
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,12 +31,11 @@ def builtin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def hosted_data(tmp_path_factory: pytest.TempPathFactory, builtin_dir: Path) -> Path:
-    """A data dir whose basics and hosted venvs are built once."""
-    path = tmp_path_factory.mktemp("hosted-data")
+    """A data dir over the session's pack venvs, basics and hosted built (once)."""
     old = os.environ.get("INLINE_BUILTIN_PACKS")
     os.environ["INLINE_BUILTIN_PACKS"] = str(builtin_dir)
     try:
-        registry = build_packs(path / "packs", ("basics", "hosted"))
+        registry = shared_packs(tmp_path_factory, ("basics", "hosted"))
     finally:
         if old is None:
             os.environ.pop("INLINE_BUILTIN_PACKS", None)
@@ -43,7 +43,7 @@ def hosted_data(tmp_path_factory: pytest.TempPathFactory, builtin_dir: Path) -> 
             os.environ["INLINE_BUILTIN_PACKS"] = old
     assert not registry.failed, registry.failed
     assert "anthropic/complete" in registry.entries
-    return path
+    return data_dir_over(tmp_path_factory, "hosted-data")
 
 
 @pytest.fixture(scope="session")

@@ -1,20 +1,21 @@
-"""Model fixtures: the pack venvs, the tiny Z-Image built once per session, and one engine per
-module (importing diffusers costs ~10 s per worker, so workers are reused across tests)."""
+"""Model fixtures: the pack venvs and the tiny Z-Image (built once per session, shared with the
+other folders: ``tests/_builds.py``), and one engine per module (importing diffusers costs ~10 s
+per worker, so workers are reused across tests)."""
 
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import subprocess
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
 from inline_host import Engine, Settings
+from inline_registry import file_lock
 
-from ..conftest import build_packs
+from .._builds import data_dir_over, shared_packs, shared_root, tiny_zimage
 
 HERE = Path(__file__).resolve().parent
 GUARD = HERE / "_netguard.py"
@@ -45,17 +46,27 @@ class Tiny:
 
 @pytest.fixture(scope="session")
 def model_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A data dir whose pack venvs are built once, with the network guard installed in the
+    """A data dir over the session's shared pack venvs, with the network guard installed in the
     model packs' venvs (inactive unless INLINE_NETGUARD_LOG is set)."""
-    path = tmp_path_factory.mktemp("inline-models-data")
-    registry = build_packs(path / "packs", ("basics", "primitives", "zimage"))
-    assert not registry.failed, registry.failed
-    for pack in ("primitives", "zimage"):
-        venv = registry.packs[pack].env.root / "venv"
-        site = next((venv / "lib").glob("python3*/site-packages"))
-        shutil.copy(GUARD, site / "_inline_netguard.py")
-        (site / "zz_inline_netguard.pth").write_text("import _inline_netguard\n")
-    return path
+    registry = shared_packs(tmp_path_factory, ("basics", "primitives", "zimage"))
+    with file_lock(shared_root(tmp_path_factory) / ".netguard.lock"):
+        for pack in ("primitives", "zimage"):
+            install_netguard(registry.packs[pack].env.root / "venv")
+    return data_dir_over(tmp_path_factory, "inline-models-data")
+
+
+def install_netguard(venv: Path) -> None:
+    """``_netguard.py`` imported at every start of ``venv``'s python; each file is put in place
+    whole (another worker may be starting that python meanwhile), the module before its hook."""
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    hook = site / "zz_inline_netguard.pth"
+    if hook.is_file():
+        return
+    module = (site / "_inline_netguard.py", GUARD.read_text())
+    for path, text in (module, (hook, "import _inline_netguard\n")):
+        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+        tmp.write_text(text)
+        os.replace(tmp, path)
 
 
 @pytest.fixture(scope="session")
@@ -67,16 +78,7 @@ def pack_python(model_data_dir: Path) -> Path:
 @pytest.fixture(scope="session")
 def tiny(tmp_path_factory: pytest.TempPathFactory, pack_python: Path) -> Tiny:
     """The tiny random Z-Image (diffusers folder + ComfyUI single files) and diffusers' renders."""
-    root = tmp_path_factory.mktemp("tiny-zimage")
-    proc = subprocess.run(
-        [str(pack_python), str(HERE / "_tiny.py"), str(root)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, "HF_HUB_OFFLINE": "1"},
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
-    return Tiny(root, pack_python)
+    return Tiny(tiny_zimage(tmp_path_factory, pack_python), pack_python)
 
 
 def install_comfy_layout(tiny: Tiny, models: Path) -> Path:

@@ -2,7 +2,7 @@
 
 The test process is the host's Ray driver: it joins with the cluster's per-run token. Pack
 venvs are built once per session (basics, the test packs, and the Z-Image packs with the tiny
-models, shared with ``tests/models``).
+models, shared with the other folders: ``tests/_builds.py``).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from inline_host import Settings
 
-from ..conftest import build_packs
+from .._builds import data_dir_over, shared_packs
 from ..models.conftest import model_data_dir, pack_python, tiny  # noqa: F401 (fixtures)
 from ._cluster import Cluster, two_nodes
 
@@ -44,12 +44,11 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 
 @pytest.fixture(scope="session")
 def ray_data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """Pack venvs (first-party and the test packs), built once, recorded in packs.lock."""
-    path = tmp_path_factory.mktemp("inline-ray-data")
-    build_packs(
-        path / "packs", ("basics", "primitives", "zimage", "testpack", "otherpack"), TEST_PACKS
-    )
-    return path
+    """A data dir over the session's pack venvs (first-party and the test packs), built once,
+    recorded in packs.lock."""
+    names = ("basics", "primitives", "zimage", "testpack", "otherpack")
+    shared_packs(tmp_path_factory, names, TEST_PACKS)
+    return data_dir_over(tmp_path_factory, "inline-ray-data")
 
 
 def make_settings(

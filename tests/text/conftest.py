@@ -1,5 +1,6 @@
 """Text fixtures: the pack venvs, the tiny text models (and the tiny Z-Image for the client's
-``generate``), built once per session, and one real server over them (with a token)."""
+``generate``), built once per session (``tests/_builds.py``), and one real server over them
+(with a token)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,15 @@ import pytest
 
 from tests.api.conftest import Server, start_server
 
-from ..conftest import build_packs
+from .._builds import (
+    BUILT,
+    build_packs,
+    built_once,
+    data_dir_over,
+    run_builder,
+    shared_packs,
+    tiny_zimage,
+)
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -47,12 +56,16 @@ class TextModels:
 
 @pytest.fixture(scope="session")
 def text_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A data dir whose pack venvs (text, zimage...) are built once (``INLINE_TEXT_TEST_DATA``
-    names one to reuse between sessions while working on these tests)."""
+    """A data dir over the session's pack venvs (text, zimage...), built once
+    (``INLINE_TEXT_TEST_DATA`` names one of its own to reuse between sessions while working on
+    these tests)."""
+    names = ("basics", "text", "primitives", "zimage")
     reuse = os.environ.get("INLINE_TEXT_TEST_DATA")
-    path = Path(reuse) if reuse else tmp_path_factory.mktemp("text-data")
-    build_packs(path / "packs", ("basics", "text", "primitives", "zimage"))
-    return path
+    if reuse:
+        build_packs(Path(reuse) / "packs", names)
+        return Path(reuse)
+    shared_packs(tmp_path_factory, names)
+    return data_dir_over(tmp_path_factory, "text-data")
 
 
 def _venv_python(data: Path, pack: str) -> Path:
@@ -60,19 +73,21 @@ def _venv_python(data: Path, pack: str) -> Path:
 
 
 @pytest.fixture(scope="session")
-def text_models(text_data: Path) -> TextModels:
+def text_models(text_data: Path, tmp_path_factory: pytest.TempPathFactory) -> TextModels:
     models = text_data / "models"
     python = _venv_python(text_data, "text")
-    if (models / "report.json").is_file() and os.environ.get("INLINE_TEXT_TEST_DATA"):
+    reuse = os.environ.get("INLINE_TEXT_TEST_DATA")
+    if (models / "report.json").is_file() and reuse:
         return TextModels(models, python, json.loads((models / "report.json").read_text()))
-    proc = subprocess.run(
-        [str(python), str(HERE / "_tiny_text.py"), str(models)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, **QUIET},
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    if reuse:
+        run_builder(python, HERE / "_tiny_text.py", models)
+    else:
+        built = built_once(
+            tmp_path_factory,
+            "tiny-text",
+            lambda out: run_builder(python, HERE / "_tiny_text.py", out),
+        )
+        shutil.copytree(built, models, ignore=shutil.ignore_patterns(BUILT))
     llm = models / "llm"
     # the same weights with a small card: prompts over 32 tokens are cut
     shutil.copytree(llm / "qwen-tiny", llm / "qwen-short", dirs_exist_ok=True)
@@ -82,20 +97,17 @@ def text_models(text_data: Path) -> TextModels:
 
 
 @pytest.fixture(scope="session")
-def zimage_models(text_data: Path, text_models: TextModels) -> Path:
+def zimage_models(
+    text_data: Path, text_models: TextModels, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
     """The tiny random Z-Image in the ComfyUI layout, in the same models dir."""
-    root = text_data / "tiny-zimage"
-    if (root / "report.json").is_file() and os.environ.get("INLINE_TEXT_TEST_DATA"):
-        shutil.copytree(root / "comfy", text_models.root, dirs_exist_ok=True)
-        return root
-    proc = subprocess.run(
-        [str(_venv_python(text_data, "zimage")), str(ROOT / "tests/models/_tiny.py"), str(root)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**os.environ, **QUIET},
-    )
-    assert proc.returncode == 0, proc.stderr[-4000:]
+    python = _venv_python(text_data, "zimage")
+    if os.environ.get("INLINE_TEXT_TEST_DATA"):
+        root = text_data / "tiny-zimage"
+        if not (root / "report.json").is_file():
+            run_builder(python, ROOT / "tests/models/_tiny.py", root)
+    else:
+        root = tiny_zimage(tmp_path_factory, python)
     shutil.copytree(root / "comfy", text_models.root, dirs_exist_ok=True)
     return root
 
