@@ -25,7 +25,7 @@ def test_ruff_format_is_clean():
 
 
 # One pyright run over every tree: it starts once and reads the shared imports once.
-TYPED_TREES = ("sdk/src", "core/src", "registry/src", "client/src")
+TYPED_TREES = ("sdk/src", "core/src", "registry/src", "client/src", "host/src")
 
 
 def test_pyright_basic_is_clean_on_the_typed_trees():

@@ -19,7 +19,7 @@ from inline_registry._envs import READY
 from inline_registry._uv import uv_binary, uv_env
 from inline_sdk.protocol import TextValue
 
-from ..conftest import build_packs
+from .._builds import build_packs
 from ._graphs import n, request
 
 pytestmark = pytest.mark.anyio

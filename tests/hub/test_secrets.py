@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from inline_host import Settings
 from inline_host.hub import (
+    HostedNode,
     SecretError,
     SecretStore,
     hosted_model,
@@ -45,16 +46,30 @@ def test_a_call_gets_only_the_secrets_its_params_name(tmp_path: Path):
     assert secrets_for_call(tmp_path, {"prompt": "hi"}, "anthropic/complete") == {}
 
 
+#: Hosted chat nodes as the descriptors declare them (the host hands them down to the hub).
+NODES = (
+    HostedNode("anthropic/complete", "api_key_secret", "ANTHROPIC_API_KEY"),
+    HostedNode("google/gemini-complete", "api_key_secret", "GEMINI_API_KEY"),
+)
+
+
 def test_hosted_text_models(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
-    ids = [m.id for m in hosted_text_models()]
+    ids = [m.id for m in hosted_text_models(NODES)]
     assert "anthropic/claude-sonnet-4-5" in ids and "google/gemini-2.5-flash" in ids
-    SecretStore(tmp_path).set("ANTHROPIC_API_KEY", "k")
-    m = hosted_model("anthropic/claude-x", tmp_path)
+    google = [m for m in hosted_text_models(NODES) if m.owned_by == "google"]
+    assert hosted_text_models(NODES[1:]) == google  # a model runs only where a node runs it
+    store = SecretStore(tmp_path)
+    store.set("ANTHROPIC_API_KEY", "k")
+    store.set("GEMINI_API_KEY", "g", service="acme")  # stored for another service: not usable
+    services = store.services()
+    assert services == {"ANTHROPIC_API_KEY": "anthropic", "GEMINI_API_KEY": "acme"}
+    m = hosted_model("anthropic/claude-x", NODES, services)
     assert m is not None and m.node == "anthropic/complete" and m.available
     assert m.params() == {"model": "claude-x", "api_key_secret": "ANTHROPIC_API_KEY"}
-    g = hosted_model("google/gemini-y", tmp_path)
+    g = hosted_model("google/gemini-y", NODES, services)
     assert g is not None and g.node == "google/gemini-complete" and not g.available
-    assert hosted_model("tiny-llm") is None and hosted_model("anthropic/") is None
+    assert hosted_model("tiny-llm", NODES) is None and hosted_model("anthropic/", NODES) is None
+    assert hosted_model("anthropic/claude-x", ()) is None  # no hosted pack: no hosted model
     monkeypatch.setenv("INLINE_HOSTED_MODELS", "google/gemini-x, nobody/y")
     ids = Settings.from_env().hosted_models  # the settings hand the list down
-    assert [m.id for m in hosted_text_models(ids=ids)] == ["google/gemini-x"]
+    assert [m.id for m in hosted_text_models(NODES, ids=ids)] == ["google/gemini-x"]

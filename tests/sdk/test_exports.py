@@ -9,7 +9,15 @@ from pathlib import Path
 
 import pytest
 
-PACKAGES = ["inline_sdk", "inline_sdk.protocol", "inline_core", "inline_registry", "inline_host"]
+PACKAGES = [
+    "inline_sdk",
+    "inline_sdk.protocol",
+    "inline_sdk.chat",
+    "inline_sdk.mesh",
+    "inline_core",
+    "inline_registry",
+    "inline_host",
+]
 
 
 @pytest.mark.parametrize("name", PACKAGES)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
 import msgspec
 
 from ._errors import ApiError, GraphInvalid, RunFailed
+from ._nodes import NodeDoc, NodeList, find_node, is_folder_generator, is_rewriter
 from ._types import (
     TERMINAL,
     CompletionChunk,
@@ -27,6 +28,7 @@ from ._ws import messages
 
 _state = msgspec.json.Decoder(RunState)
 _take = msgspec.json.Decoder(Take)
+_nodes = msgspec.json.Decoder(NodeList)
 
 
 def _graph(*nodes: dict[str, Any]) -> dict[str, Any]:
@@ -49,10 +51,6 @@ def _raise_for(r: httpx.Response) -> None:
     if r.status_code == 422 and code == "invalid_graph":
         raise GraphInvalid(r.status_code, code, message, [error], body)
     raise ApiError(r.status_code, code, message, body)
-
-
-#: The node that runs a diffusers folder of ``models/diffusers/``.
-DIFFUSERS_NODE = "diffusers/generate"
 
 
 class AsyncRun:
@@ -103,6 +101,7 @@ class AsyncClient:
         self.timeout = timeout
         self._auth = {"Authorization": f"Bearer {token}"} if token else {}
         self._http = httpx.AsyncClient(base_url=self.url, headers=self._auth, timeout=timeout)
+        self._descriptors: tuple[str, tuple[NodeDoc, ...]] = ("", ())  # (ETag, nodes)
 
     async def __aenter__(self) -> AsyncClient:
         return self
@@ -192,10 +191,12 @@ class AsyncClient:
 
     async def rewrite(self, model: str, text: str, **params: Any) -> str:
         """``text`` rewritten by an encoder-decoder folder of ``models/llm/`` (``prefix``,
-        ``max_new_tokens``, ``num_beams``, ``temperature``, ``seed``)."""
+        ``max_new_tokens``, ``num_beams``, ``temperature``, ``seed``), on the server's rewrite
+        node (``text/rewrite``: found by what it declares)."""
+        node = await self._node(is_rewriter, "rewrites text with an encoder-decoder model")
         graph = _graph(
             {"id": "text", "type": "input/text", "params": {"text": text}},
-            {"id": "rewrite", "type": "text/rewrite", "params": {"model": model, **params},
+            {"id": "rewrite", "type": node, "params": {"model": model, **params},
              "inputs": {"text": {"from": "text", "output": "text"}}},
         )  # fmt: skip
         run = await self.run(graph, "rewrite")
@@ -208,11 +209,12 @@ class AsyncClient:
     async def generate(self, node_or_model: str, prompt: str, *, image: bytes | None = None,
                        **params: Any) -> GeneratedImage:  # fmt: skip
         """An image from a prompt: ``node_or_model`` is a generation node type
-        (``alibaba/z-image-turbo``) or a diffusers folder of ``models/diffusers/`` (run by
-        ``diffusers/generate``); ``image`` (PNG bytes) for image-to-image; ``params`` are the
-        node's."""
+        (``alibaba/z-image-turbo``) or a diffusers folder of ``models/diffusers/`` (run by the
+        node whose ``model`` picks those folders, ``diffusers/generate``); ``image`` (PNG bytes)
+        for image-to-image; ``params`` are the node's."""
         if "/" not in node_or_model:  # a folder name: node types always hold a slash
-            node_or_model, params = DIFFUSERS_NODE, {"model": node_or_model, **params}
+            node = await self._node(is_folder_generator, "runs models/diffusers/ folders")
+            node_or_model, params = node, {"model": node_or_model, **params}
         nodes: list[dict[str, Any]] = [
             {"id": "prompt", "type": "input/text", "params": {"text": prompt}}
         ]
@@ -238,6 +240,20 @@ class AsyncClient:
         vertices, faces = glb_counts(data)
         return GeneratedMesh(glb=data, vertices=vertices, faces=faces, params=dict(take.params),
                              take=take)  # fmt: skip
+
+    async def _node(self, fits: Callable[[NodeDoc], bool], what: str) -> str:
+        """The type of the server's first node that ``fits`` (the descriptors are fetched again
+        only when their ETag changed); ``ApiError`` (404 ``node_not_found``) when none does."""
+        etag, nodes = self._descriptors
+        r = await self._http.get("/v1/models", headers={"If-None-Match": etag} if etag else {})
+        if r.status_code != 304:
+            _raise_for(r)
+            nodes = _nodes.decode(r.content).models
+            self._descriptors = (r.headers.get("etag", ""), nodes)
+        found = find_node(nodes, fits)
+        if found is None:
+            raise ApiError(404, "node_not_found", f"The server has no node that {what}.")
+        return found
 
     async def _image_node(self, image: bytes) -> dict[str, Any]:
         """An ``input/image`` node over ``image`` uploaded as an asset."""

@@ -19,17 +19,31 @@ from ._errors import (
 from ._kinds import HANDLE_KINDS, MEDIA_KINDS, PORT_KINDS, is_list_kind, port_satisfies
 from ._media import AssetIdRef, AssetRef, Audio, Image, Mask, Media, MeshFile, PathRef, Video
 from ._memory import Memory
-from ._models import WEIGHT_SUFFIXES, UnsafeName, check_model_name, is_weight_entry
+from ._models import (
+    LLM_ARCHITECTURES,
+    WEIGHT_SUFFIXES,
+    LlmArchitecture,
+    UnsafeName,
+    check_model_name,
+    is_weight_entry,
+    llm_architecture,
+)
 from ._node import NodeSpec, node
+from ._placement import LocalPlacement, local_placement
 from ._state import WorkerCache, WorkerStats
 from ._version import SDK_MAJOR, SDK_VERSION
 from .hookspecs import hookimpl
 
 __all__ = (
+    "LLM_ARCHITECTURES",
     "WEIGHT_SUFFIXES",
+    "LlmArchitecture",
+    "LocalPlacement",
     "UnsafeName",
     "check_model_name",
     "is_weight_entry",
+    "llm_architecture",
+    "local_placement",
     "HANDLE_KINDS",
     "MEDIA_KINDS",
     "PORT_KINDS",

@@ -11,10 +11,11 @@ from typing import Annotated, Any, Final, Literal, Union, get_args, get_origin
 
 import msgspec
 
-from ._descriptor import Option, ParamField, PortSpec
+from ._descriptor import ARCHITECTURE_KEYWORD, Option, ParamField, PortSpec
 from ._kinds import HANDLE_KINDS, PORT_KINDS, is_list_kind
 from ._media import Media
 from ._mesh import Mesh
+from ._models import LLM_ARCHITECTURES
 
 WIDGETS: Final = frozenset({"text", "textarea", "number", "boolean", "select", "seed"})
 CATALOGS: Final = frozenset(
@@ -73,7 +74,10 @@ class Param:
     ``min``/``max`` are enforced (they become the param's JSON Schema); so is ``step``, counted
     from ``min``, when the host validates a graph (an off-step value is refused at submit).
     ``internal`` params are accepted and validated but not listed in the served descriptor (the
-    contract's undeclared params, such as ``asset`` on ``input/image``).
+    contract's undeclared params, such as ``asset`` on ``input/image``). ``architecture`` (with
+    ``options_from="llm"``: ``causal`` or ``seq2seq``) is the model architecture the node runs:
+    its picker lists only the ``llm`` folders of that architecture, and the host finds the
+    node's models by it (it lands in the param's schema, see ``Descriptor.architecture``).
     """
 
     label: str
@@ -87,6 +91,7 @@ class Param:
     on_face: bool | None = None
     kind: str | None = None
     internal: bool = False
+    architecture: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +184,13 @@ def declare_param(
         constraints["ge"] = meta.min
     if meta.max is not None:
         constraints["le"] = meta.max
+    if meta.architecture is not None:
+        if meta.options_from != "llm" or meta.architecture not in LLM_ARCHITECTURES:
+            problems.append(
+                f"{where}: param '{p.name}' architecture={meta.architecture!r} needs "
+                f"options_from='llm' and one of {list(LLM_ARCHITECTURES)}"
+            )
+        constraints["extra_json_schema"] = {ARCHITECTURE_KEYWORD: meta.architecture}
     typed = base
     static_options: list[Option] = [
         Option(value=o, label=o) if isinstance(o, str) else Option(value=o[0], label=o[1])

@@ -4,14 +4,19 @@ Field order is the reference's key order; optional fields are omitted rather tha
 except ``outputKind`` which is always present (``image``, ``video``, ``audio``, or ``text``
 since SDK 1.4: clients that don't know it ignore it). ``version``, ``paramsSchema``,
 ``models`` (served only when the node needs model files) and ``concurrency`` (when not 1) are
-our additions.
+our additions. A param that picks ``llm`` folders of one architecture says so in its schema
+(``paramsSchema.properties.<key>["x-inline-architecture"]``, ``Param(architecture=...)``): a
+keyword JSON Schema validators ignore, so the served shape stays the contract's.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 import msgspec
+
+#: The JSON Schema keyword of a param that names the model architecture it takes.
+ARCHITECTURE_KEYWORD: Final = "x-inline-architecture"
 
 
 class PortSpec(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -92,6 +97,18 @@ class Descriptor(msgspec.Struct, frozen=True, kw_only=True, omit_defaults=True, 
     def output(self, port_id: str) -> PortSpec | None:
         """The output port named ``port_id``, if declared."""
         return next((p for p in self.outputs if p.id == port_id), None)
+
+    def param(self, key: str) -> ParamField | None:
+        """The served param ``key``, if declared (internal params are not served)."""
+        return next((p for p in self.params if p.key == key), None)
+
+    def architecture(self, key: str) -> str | None:
+        """The model architecture param ``key`` takes (``causal``, ``seq2seq``: its ``llm``
+        picker lists only those folders), as its schema declares it; None when it names none."""
+        properties = self.params_schema.get("properties")
+        schema = properties.get(key) if isinstance(properties, dict) else None
+        declared = schema.get(ARCHITECTURE_KEYWORD) if isinstance(schema, dict) else None
+        return declared if isinstance(declared, str) else None
 
 
 def encode_descriptor_json(descriptor: Descriptor) -> bytes:

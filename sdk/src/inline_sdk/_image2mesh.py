@@ -10,23 +10,23 @@ A subclass names its node in the class statement and implements ``load`` and ``m
 
 The base declares the rest: the input ``image``, the output ``mesh`` (output kind ``mesh``, a
 GLB take). ``load`` runs once per worker, on the first call, after the host's memory broker
-placed the model (``self.device``); then ``compile(device)`` (a no-op unless overridden; a
+placed the model (``self.device``; without a broker, ``local_placement``'s device); then
+``compile(device)`` (a no-op unless overridden; a
 failure is logged once and the model runs eager).
 """
 
 from __future__ import annotations
 
 import inspect
-import os
 import threading
-import typing
 from typing import Annotated, Any, ClassVar
 
+from ._bases import POSITIONAL, NodeBase, declare_run, keyword_params
 from ._context import Context
-from ._errors import NodeDeclarationError
 from ._media import Image
 from ._mesh import Mesh
-from ._node import NodeSpec, Output, Port, build_spec
+from ._node import Output, Port
+from ._placement import local_placement
 from ._protocol import ModelSize
 
 GIB = 1 << 30
@@ -34,7 +34,7 @@ IMAGE_PORT = Annotated[Image, Port("Image")]
 MESH_OUTPUT = Annotated[Mesh, Output("mesh", "Mesh")]
 
 
-class Image2Mesh:
+class Image2Mesh(NodeBase):
     """Base of image-to-mesh nodes (see the module docstring).
 
     ``min_vram_gb`` is what the model needs on an accelerator; with 0 (the default) it runs on
@@ -43,37 +43,16 @@ class Image2Mesh:
     """
 
     min_vram_gb: ClassVar[float] = 0.0
-    spec: ClassVar[NodeSpec]
     #: Where ``load`` should put the model (the broker's answer).
     device: str = "cpu"
 
-    def __init_subclass__(
-        cls,
-        *,
-        type: str | None = None,
-        title: str = "",
-        category: str = "3D",
-        icon: str = "cube",
-        version: str = "1.0.0",
-        hidden: bool = False,
-        concurrency: int = 1,
-        **kwargs: Any,
-    ) -> None:
-        super().__init_subclass__(**kwargs)
-        if type is None:  # an intermediate base: declares no node
-            return
-        cls.run = _make_run(cls, type)  # type: ignore[attr-defined]
-        cls.spec = build_spec(
-            cls,
-            type=type,
-            title=title or cls.__name__,
-            category=category,
-            icon=icon,
-            output_kind="mesh",
-            version=version,
-            hidden=hidden,
-            concurrency=concurrency,
-        )
+    _output_kind = "mesh"
+    _category = "3D"
+    _icon = "cube"
+
+    @classmethod
+    def _declare(cls, node_type: str) -> Any:
+        return _make_run(cls, node_type)
 
     def __init__(self) -> None:
         self._load_lock = threading.Lock()
@@ -106,8 +85,8 @@ class Image2Mesh:
             slot=f"image2mesh:{self.spec.type}",
         )
         placed = ctx.memory.place([size])
-        if placed is None:  # no broker: the operator's choice, else the CPU
-            return os.environ.get("INLINE_DEVICE") or "cpu"
+        if placed is None:  # no broker: the one local rule every pack falls back to
+            return local_placement(size.bytes).device
         if not placed.fits or not placed.components:
             raise RuntimeError(f"{self.spec.type} does not fit here: {placed.reason}")
         plan = placed.components[0]
@@ -138,20 +117,7 @@ class Image2Mesh:
 
 def _make_run(cls: type[Image2Mesh], node_type: str) -> Any:
     """A ``run(self, ctx, image, *, <make_mesh's params>)`` for ``build_spec`` to declare."""
-    where = f"node '{node_type}'"
-    make = cls.make_mesh
-    if make is Image2Mesh.make_mesh:
-        raise NodeDeclarationError([f"{where}: {cls.__name__} must implement make_mesh"])
-    try:
-        hints = typing.get_type_hints(make, include_extras=True)
-    except Exception as exc:
-        raise NodeDeclarationError([f"{where}: cannot resolve annotations: {exc}"]) from exc
-    params = list(inspect.signature(make).parameters.values())[3:]  # self, ctx, image
-    wrong = [p.name for p in params if p.kind is not inspect.Parameter.KEYWORD_ONLY]
-    if wrong:
-        raise NodeDeclarationError(
-            [f"{where}: make_mesh(self, ctx, image, *, ...) params must be keyword-only: {wrong}"]
-        )
+    params = keyword_params(cls, Image2Mesh, "make_mesh", node_type, "self, ctx, image")
 
     def run(self: Image2Mesh, ctx: Context, image: Image, **values: Any) -> Mesh:
         self.ensure_loaded(ctx)
@@ -160,21 +126,5 @@ def _make_run(cls: type[Image2Mesh], node_type: str) -> Any:
             raise TypeError(f"{node_type}: make_mesh returned {type(mesh).__name__}, not a Mesh")
         return mesh
 
-    positional = inspect.Parameter.POSITIONAL_OR_KEYWORD
-    run.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [
-            inspect.Parameter("self", positional),
-            inspect.Parameter("ctx", positional, annotation=Context),
-            inspect.Parameter("image", positional, annotation=IMAGE_PORT),
-            *(p.replace(annotation=hints.get(p.name, Any)) for p in params),
-        ],
-        return_annotation=MESH_OUTPUT,
-    )
-    run.__annotations__ = {
-        "ctx": Context,
-        "image": IMAGE_PORT,
-        **{p.name: hints.get(p.name, Any) for p in params},
-        "return": MESH_OUTPUT,
-    }
-    run.__qualname__ = f"{cls.__qualname__}.run"
-    return run
+    head = [inspect.Parameter("image", POSITIONAL, annotation=IMAGE_PORT)]
+    return declare_run(cls, run, head, params, MESH_OUTPUT)

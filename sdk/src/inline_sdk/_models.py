@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 
 #: Files that count as weights in a catalog folder (the contract's list, plus ``.sft``).
 WEIGHT_SUFFIXES: Final = frozenset(
     {".safetensors", ".sft", ".ckpt", ".pt", ".pth", ".bin", ".gguf", ".onnx"}
 )
+
+
+#: What a ``models/llm/<name>/`` folder runs as: decoder-only or encoder-decoder.
+LlmArchitecture = Literal["causal", "seq2seq"]
+#: The architectures a node may declare its ``llm`` picker takes (``Param(architecture=...)``).
+LLM_ARCHITECTURES: Final[tuple[LlmArchitecture, ...]] = ("causal", "seq2seq")
 
 
 class UnsafeName(ValueError):
@@ -39,3 +46,22 @@ def is_weight_entry(path: Path) -> bool:
             if any(Path(f).suffix.lower() in WEIGHT_SUFFIXES for f in files):
                 return True
     return False
+
+
+def llm_architecture(folder: Path) -> LlmArchitecture | None:
+    """``causal`` or ``seq2seq`` from a transformers folder's ``config.json`` (never torch);
+    None when it is neither, or has no readable config."""
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    names = [a for a in config.get("architectures") or [] if isinstance(a, str)]
+    if config.get("is_encoder_decoder") or any(
+        n.endswith(("ForConditionalGeneration", "MTModel")) for n in names
+    ):
+        return "seq2seq" if config.get("is_encoder_decoder", True) else None
+    if any(n.endswith("ForCausalLM") for n in names) or not names:
+        return "causal"
+    return None

@@ -4,7 +4,7 @@ over HTTP, downloads, and the secrets hosted nodes name."""
 from ._downloads import DownloadRefused, DownloadService
 from ._estimate import estimate_folder, estimate_plan
 from ._hf import CATEGORY_DIRS, HubError, describe, parse_source, plan_import, resolve_token
-from ._hosted import HostedModel, hosted_model, hosted_text_models
+from ._hosted import HostedModel, HostedNode, hosted_model, hosted_text_models
 from ._import import pending, run_import, stage_dir
 from ._pull import (
     STAGING,
@@ -17,6 +17,7 @@ from ._pull import (
     staging_dir,
 )
 from ._secrets import (
+    SECRET_PARAM_SUFFIX,
     SecretError,
     SecretStore,
     check_secret_name,
@@ -29,11 +30,13 @@ from ._transfer import disk_problem, release_staging
 
 __all__ = (
     "CATEGORY_DIRS",
+    "SECRET_PARAM_SUFFIX",
     "STAGING",
     "DownloadRefused",
     "DownloadService",
     "Fetch",
     "HostedModel",
+    "HostedNode",
     "HubError",
     "PullError",
     "SecretError",

@@ -1,24 +1,20 @@
 """Hosted text models, as ``/openai/v1/models`` lists them and ``chat/completions`` runs them.
 
-An id is ``<provider>/<model>``: ``anthropic/<model>`` runs on ``anthropic/complete``,
-``google/<model>`` on ``google/gemini-complete``, with ``model`` set to the provider's name.
+An id is ``<provider>/<model>``: it runs on the hosted chat node of that namespace
+(``anthropic/<model>`` on ``anthropic/complete``), with ``model`` set to the provider's name.
+Which nodes those are is handed in from above, as their descriptors declare them (a chat node
+whose ``model`` is a provider's name, not a models-dir picker): no node id is written here.
 ``INLINE_HOSTED_MODELS`` (comma-separated ids) replaces the default list.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Final
 
-from ._secrets import SecretError, SecretStore, node_service
+from ._secrets import node_service
 
-#: provider prefix -> (node type, the secret its node names by default)
-PROVIDERS: Final = {
-    "anthropic": ("anthropic/complete", "ANTHROPIC_API_KEY"),
-    "google": ("google/gemini-complete", "GEMINI_API_KEY"),
-}
 DEFAULT_MODELS: Final = (
     "anthropic/claude-opus-4-1",
     "anthropic/claude-sonnet-4-5",
@@ -26,6 +22,21 @@ DEFAULT_MODELS: Final = (
     "google/gemini-2.5-pro",
     "google/gemini-2.5-flash",
 )
+
+
+@dataclass(frozen=True, slots=True)
+class HostedNode:
+    """A hosted chat node: its type (whose namespace is the provider), its key param (a
+    ``*_secret`` param) and the secret that param names by default."""
+
+    node: str
+    secret_param: str
+    secret: str
+
+    @property
+    def provider(self) -> str:
+        """The provider whose model ids it runs (its namespace, its secrets' service)."""
+        return node_service(self.node)
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,30 +50,37 @@ class HostedModel:
     owned_by: str
     #: whether the secret its node names is stored for its service (it can be called now)
     available: bool
+    #: the node's param that names the secret
+    secret_param: str
 
     def params(self) -> dict[str, Any]:
         """The node params that select this model (merge the request's own over them)."""
-        return {"model": self.model, "api_key_secret": self.secret}
+        return {"model": self.model, self.secret_param: self.secret}
 
 
-def hosted_model(model_id: str, data_dir: Path | None = None) -> HostedModel | None:
-    """``anthropic/<model>`` or ``google/<model>`` as a ``HostedModel``; None for other ids."""
+def hosted_model(
+    model_id: str,
+    nodes: Sequence[HostedNode],
+    services: Mapping[str, str | None] | None = None,
+) -> HostedModel | None:
+    """``<provider>/<model>`` as a ``HostedModel`` on the first of ``nodes`` of that provider;
+    None for other ids. ``services`` (``SecretStore.services()``) says which secrets are stored
+    for which service: ``available`` when the node's is stored for its provider."""
     provider, _, model = model_id.partition("/")
-    if provider not in PROVIDERS or not model:
+    node = next((n for n in nodes if n.provider == provider), None)
+    if node is None or not model:
         return None
-    node, secret = PROVIDERS[provider]
-    held = False
-    if data_dir is not None:
-        try:
-            held = SecretStore(data_dir).service_of(secret) == node_service(node)
-        except SecretError:
-            held = False
-    return HostedModel(model_id, node, model, secret, provider, held)
+    held = services is not None and services.get(node.secret) == node.provider
+    return HostedModel(model_id, node.node, model, node.secret, provider, held, node.secret_param)
 
 
-def hosted_text_models(data_dir: Path | None = None, ids: Sequence[str] = ()) -> list[HostedModel]:
+def hosted_text_models(
+    nodes: Sequence[HostedNode],
+    services: Mapping[str, str | None] | None = None,
+    ids: Sequence[str] = (),
+) -> list[HostedModel]:
     """Every hosted text model to list: ``ids`` (the settings' ``INLINE_HOSTED_MODELS``, passed
-    by the top) or the defaults; with ``data_dir``, ``available`` says whether its key is
-    stored."""
-    ids = list(ids or DEFAULT_MODELS)
-    return [m for m in (hosted_model(i, data_dir) for i in ids) if m is not None]
+    by the top) or the defaults, those a node of ``nodes`` runs; with ``services``,
+    ``available`` says whether its key is stored."""
+    found = (hosted_model(i, nodes, services) for i in (ids or DEFAULT_MODELS))
+    return [m for m in found if m is not None]

@@ -138,6 +138,10 @@ class SecretStore:
         held = self._read().get(name)
         return held.service if held is not None else None
 
+    def services(self) -> dict[str, str | None]:
+        """The service each stored secret is for, in one read (never their values)."""
+        return {name: held.service for name, held in self._read().items()}
+
     def for_service(self, name: str, service: str) -> str:
         """The value of ``name`` for use with ``service``; ``SecretError`` when it is not
         stored, or stored for another service (then it is never used here)."""

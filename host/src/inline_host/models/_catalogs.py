@@ -9,20 +9,21 @@ restart. Names with path traversal are refused.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Final, Literal
+from typing import Final
 
 import msgspec
 from inline_registry import NodeManifest
 from inline_sdk import (
     Descriptor,
+    LlmArchitecture,
     ModelStatus,
     Option,
     UnsafeName,
     check_model_name,
     is_weight_entry,
+    llm_architecture,
 )
 
 CATEGORIES: Final = (
@@ -42,6 +43,8 @@ class ModelCatalogs:
     def __init__(self, roots: Sequence[Path]) -> None:
         self.roots = tuple(roots)
         self._cache: dict[str, tuple[tuple[int, ...], tuple[str, ...]]] = {}
+        # llm folder -> (its config.json's stamp, the architecture read from it)
+        self._archs: dict[Path, tuple[tuple[int, int], LlmArchitecture | None]] = {}
 
     def ensure_folders(self) -> None:
         """Create every category folder under the writable root."""
@@ -88,6 +91,21 @@ class ModelCatalogs:
         except UnsafeName:
             return False
 
+    def architecture(self, folder: Path) -> LlmArchitecture | None:
+        """The architecture of an ``llm`` folder, read again only when its ``config.json``
+        changed (a stat per call, not a read and a parse)."""
+        try:
+            st = (folder / "config.json").stat()
+            stamp = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            stamp = (-1, -1)
+        cached = self._archs.get(folder)
+        if cached is not None and cached[0] == stamp:
+            return cached[1]
+        arch = llm_architecture(folder)
+        self._archs[folder] = (stamp, arch)
+        return arch
+
     def fingerprint(self, categories: Sequence[str] = CATEGORIES) -> str:
         """A short hash of the listings (part of the registry version clients cache by)."""
         h = hashlib.sha256()
@@ -109,7 +127,8 @@ def serve_descriptor(
             params.append(field)
             continue
         names = catalogs.entries(field.options_from)
-        names = narrow(descriptor.type, field.options_from, names, catalogs)  # llm: by architecture
+        arch = descriptor.architecture(field.key)  # an llm picker: the architecture it declares
+        names = narrow(field.options_from, arch, names, catalogs)
         options = field.options + tuple(Option(value=n, label=n) for n in names)
         default = field.default
         rec = recommended.get(field.key)
@@ -133,48 +152,28 @@ def serve_descriptor(
     return msgspec.structs.replace(descriptor, params=tuple(params), models=models)
 
 
-# The ``llm`` catalog narrowed by architecture (read from ``config.json``, never torch):
-# ``models/llm/<name>/`` holds transformers folders; a node's picker lists only the folders
-# whose architecture fits it (the contract lets a node's provider narrow its catalog, 3.5).
-Arch = Literal["causal", "seq2seq"]
+# The ``llm`` catalog narrowed by architecture (the SDK's rule over ``config.json``, never
+# torch): ``models/llm/<name>/`` holds transformers folders; a node's picker lists only the
+# folders of the architecture its param declares (``Param(architecture=...)``; the contract lets
+# a node's provider narrow its catalog, 3.5).
 CATEGORY: Final = "llm"
-#: The architecture each text node runs.
-NODE_ARCH: Final[dict[str, Arch]] = {"text/complete": "causal", "text/rewrite": "seq2seq"}
 
 
-def architecture(folder: Path) -> Arch | None:
-    """``causal`` or ``seq2seq`` from the folder's ``config.json``; None if neither (or none)."""
-    try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(config, dict):
-        return None
-    names = [a for a in config.get("architectures") or [] if isinstance(a, str)]
-    if config.get("is_encoder_decoder") or any(
-        n.endswith(("ForConditionalGeneration", "MTModel")) for n in names
-    ):
-        return "seq2seq" if config.get("is_encoder_decoder", True) else None
-    if any(n.endswith("ForCausalLM") for n in names) or not names:
-        return "causal"
-    return None
-
-
-def llm_entries(catalogs: ModelCatalogs, arch: Arch) -> tuple[str, ...]:
+def llm_entries(catalogs: ModelCatalogs, arch: str) -> tuple[str, ...]:
     """The ``llm`` folders of ``arch``."""
     out = []
     for name in catalogs.entries(CATEGORY):
         folder = catalogs.find(CATEGORY, name)
-        if folder is not None and folder.is_dir() and architecture(folder) == arch:
+        if folder is not None and folder.is_dir() and catalogs.architecture(folder) == arch:
             out.append(name)
     return tuple(out)
 
 
 def narrow(
-    node_type: str, category: str, names: Sequence[str], catalogs: ModelCatalogs
+    category: str, arch: str | None, names: Sequence[str], catalogs: ModelCatalogs
 ) -> Sequence[str]:
-    """``names`` as ``node_type``'s picker shows them (the ``llm`` catalog by architecture)."""
-    arch = NODE_ARCH.get(node_type)
+    """``names`` of ``category`` as a picker declaring ``arch`` shows them (an ``llm`` picker
+    that declares none, as in packs built before the declaration, shows them all)."""
     if category != CATEGORY or arch is None:
         return names
     fitting = set(llm_entries(catalogs, arch))

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from inline_sdk import Memory
+from inline_sdk import Memory, local_placement
 from inline_sdk.protocol import ComponentPlan, Placed
 
 from ._folder import Folder, sizes
@@ -62,15 +62,9 @@ def import_diffusers() -> Any:
 
 
 def default_plan() -> tuple[str, str]:
-    """(device, dtype) when no broker answers."""
-    import torch
-
-    device = os.environ.get("INLINE_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
-    if os.environ.get("INLINE_PROFILE") == "cpu":
-        device = "cpu"
-    if device.startswith("cuda"):
-        return device, "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
-    return device, "float32"
+    """(device, dtype) when no broker answers: the SDK's one local rule."""
+    local = local_placement()
+    return local.device, local.dtype or "float32"
 
 
 class Pipelines:

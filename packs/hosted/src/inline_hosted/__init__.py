@@ -6,8 +6,8 @@ A hosted model has no weights here: its node holds the API key by secret name
 
 from inline_sdk import NodeSpec, hookimpl
 
-from ._anthropic import anthropic_complete
-from ._gemini import gemini_complete, gemini_image
+from ._anthropic import AnthropicComplete
+from ._gemini import GeminiComplete, gemini_image
 
 __all__ = ("inline_nodes",)
 
@@ -15,4 +15,4 @@ __all__ = ("inline_nodes",)
 @hookimpl
 def inline_nodes() -> list[NodeSpec]:
     """The nodes of this pack."""
-    return [anthropic_complete, gemini_complete, gemini_image]
+    return [AnthropicComplete.spec, GeminiComplete.spec, gemini_image]

@@ -5,11 +5,17 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-from inline_sdk import Context, Param, Port, node
+from inline_sdk import Context, Param
+from inline_sdk.chat import ChatCompletion, Completion
 
 from ._common import (
-    Completion,
+    Messages,
+    Seed,
+    Stop,
     Streamed,
+    System,
+    Tools,
+    TopP,
     UpstreamError,
     base_url,
     cancellable,
@@ -78,82 +84,87 @@ def to_anthropic(messages: list[dict[str, Any]]) -> tuple[str, list[dict[str, An
     return "\n\n".join(s for s in system if s), out
 
 
-@node(
-    NODE,
-    title="Claude (Anthropic)",
-    category="Text",
-    icon="cloud",
-    output_kind="text",
-    concurrency=8,
-)
-def anthropic_complete(
-    ctx: Context,
-    prompt: Annotated[str | None, Port("Prompt")] = None,
-    *,
-    model: Annotated[str, Param("Model")] = "claude-sonnet-4-5",
-    messages: Annotated[
-        list[dict[str, Any]], Param("Messages", widget="textarea", advanced=True)
-    ] = [],  # noqa: B006
-    system: Annotated[str, Param("System", widget="textarea")] = "",
-    max_new_tokens: Annotated[int, Param("Max new tokens", min=1, max=128000)] = 512,
-    temperature: Annotated[float, Param("Temperature", min=0, max=1, step=0.05)] = 0.7,
-    top_p: Annotated[float, Param("Top p", min=0, max=1, step=0.05, advanced=True)] = 1.0,
-    seed: Annotated[int, Param("Seed", widget="seed", advanced=True)] = -1,
-    tools: Annotated[list[dict[str, Any]], Param("Tools", widget="textarea", advanced=True)] = [],  # noqa: B006
-    stop: Annotated[list[str], Param("Stop", widget="textarea", advanced=True)] = [],  # noqa: B006
-    thinking_budget: Annotated[
-        int, Param("Thinking budget (tokens, 0: off)", min=0, advanced=True)
-    ] = 0,
-    api_key_secret: Annotated[str, Param("API key secret", advanced=True)] = "ANTHROPIC_API_KEY",
-) -> Completion:
-    """Complete the conversation with Claude; text and thinking stream as they come.
+class AnthropicComplete(
+    ChatCompletion, type=NODE, title="Claude (Anthropic)", icon="cloud", concurrency=8
+):
+    """Claude through Anthropic's official SDK (a ``ChatCompletion``)."""
 
-    The current Messages API (SDK 2) takes no seed, temperature or top_p: they are accepted for
-    the shape ``text/complete`` shares, and not sent."""
-    import anthropic
+    def complete(
+        self,
+        ctx: Context,
+        prompt: str | None,
+        *,
+        model: Annotated[str, Param("Model")] = "claude-sonnet-4-5",
+        messages: Messages = [],  # noqa: B006
+        system: System = "",
+        max_new_tokens: Annotated[int, Param("Max new tokens", min=1, max=128000)] = 512,
+        temperature: Annotated[float, Param("Temperature", min=0, max=1, step=0.05)] = 0.7,
+        top_p: TopP = 1.0,
+        seed: Seed = -1,
+        tools: Tools = [],  # noqa: B006
+        stop: Stop = [],  # noqa: B006
+        thinking_budget: Annotated[
+            int, Param("Thinking budget (tokens, 0: off)", min=0, advanced=True)
+        ] = 0,
+        api_key_secret: Annotated[
+            str, Param("API key secret", advanced=True)
+        ] = "ANTHROPIC_API_KEY",
+    ) -> Completion:
+        """Complete the conversation with Claude; text and thinking stream as they come.
 
-    key = ctx.secret(api_key_secret)
-    sys_text, convo = to_anthropic(user_messages(messages, prompt, NODE))
-    if system:
-        sys_text = f"{system}\n\n{sys_text}" if sys_text else system
-    kwargs: dict[str, Any] = {"model": model, "max_tokens": max_new_tokens, "messages": convo}
-    if sys_text:
-        kwargs["system"] = sys_text
-    if thinking_budget > 0:
-        kwargs["thinking"] = {"type": "enabled", "budget_tokens": thinking_budget}
-    if stop:
-        kwargs["stop_sequences"] = list(stop)
-    if tools:
-        kwargs["tools"] = [
-            {"name": f["name"], "description": f["description"], "input_schema": f["parameters"]}
-            for f in function_specs(tools)
-        ]
-    client = anthropic.Anthropic(api_key=key, base_url=base_url(BASE_URL_ENV), max_retries=0)
-    out = Streamed(ctx)
+        The current Messages API (SDK 2) takes no seed, temperature or top_p: they are accepted for
+        the shape ``text/complete`` shares, and not sent."""
+        import anthropic
 
-    def attempt() -> str:
-        with client.messages.stream(**kwargs) as stream:
-            for event in stream:
-                ctx.check_cancelled()
-                if event.type != "content_block_delta":
-                    continue
-                delta = event.delta
-                if delta.type == "text_delta":
-                    out.add_text(delta.text)
-                elif delta.type == "thinking_delta":
-                    out.add_thinking(delta.thinking)
-            final = stream.get_final_message()
-        for block in final.content:
-            if block.type == "tool_use":
-                out.add_tool_call(block.id, block.name, json.dumps(block.input))
-        return FINISH.get(str(final.stop_reason), "stop")
+        key = ctx.secret(api_key_secret)
+        sys_text, convo = to_anthropic(user_messages(messages, prompt, NODE))
+        if system:
+            sys_text = f"{system}\n\n{sys_text}" if sys_text else system
+        kwargs: dict[str, Any] = {"model": model, "max_tokens": max_new_tokens, "messages": convo}
+        if sys_text:
+            kwargs["system"] = sys_text
+        if thinking_budget > 0:
+            kwargs["thinking"] = {"type": "enabled", "budget_tokens": thinking_budget}
+        if stop:
+            kwargs["stop_sequences"] = list(stop)
+        if tools:
+            kwargs["tools"] = [
+                {
+                    "name": f["name"],
+                    "description": f["description"],
+                    "input_schema": f["parameters"],
+                }
+                for f in function_specs(tools)
+            ]
+        client = anthropic.Anthropic(api_key=key, base_url=base_url(BASE_URL_ENV), max_retries=0)
+        out = Streamed(ctx)
 
-    try:
-        reason = cancellable(
-            ctx, lambda: with_retries(ctx, attempt, _status_of, PROVIDER, lambda: not out.started)
-        )
-    except UpstreamError:
-        raise
-    except anthropic.AnthropicError as exc:
-        raise UpstreamError(PROVIDER, None, str(exc)) from None
-    return out.result(reason)
+        def attempt() -> str:
+            with client.messages.stream(**kwargs) as stream:
+                for event in stream:
+                    ctx.check_cancelled()
+                    if event.type != "content_block_delta":
+                        continue
+                    delta = event.delta
+                    if delta.type == "text_delta":
+                        out.add_text(delta.text)
+                    elif delta.type == "thinking_delta":
+                        out.add_thinking(delta.thinking)
+                final = stream.get_final_message()
+            usage = getattr(final, "usage", None)
+            out.count(getattr(usage, "input_tokens", None), getattr(usage, "output_tokens", None))
+            for block in final.content:
+                if block.type == "tool_use":
+                    out.add_tool_call(block.id, block.name, json.dumps(block.input))
+            return FINISH.get(str(final.stop_reason), "stop")
+
+        try:
+            reason = cancellable(
+                ctx,
+                lambda: with_retries(ctx, attempt, _status_of, PROVIDER, lambda: not out.started),
+            )
+        except UpstreamError:
+            raise
+        except anthropic.AnthropicError as exc:
+            raise UpstreamError(PROVIDER, None, str(exc)) from None
+        return out.result(reason)

@@ -1,4 +1,5 @@
-"""What every hosted node shares: the text/complete shape, upstream errors, retries."""
+"""What every hosted node shares: the streamed reply, upstream errors, retries (the chat
+shape itself is the SDK's ``ChatCompletion``)."""
 
 from __future__ import annotations
 
@@ -8,11 +9,20 @@ import random
 import threading
 import time
 from collections.abc import Callable
-from typing import Annotated, Any, Final, NamedTuple, TypeVar
+from typing import Annotated, Any, Final, TypeVar
 
-from inline_sdk import Context, Output, ParamIssue, ParamsInvalid
+from inline_sdk import Context, Param, ParamIssue, ParamsInvalid
+from inline_sdk.chat import Completion, ToolCall, Usage
 
 T = TypeVar("T")
+
+# The chat params both completion nodes declare alike (their model and limits differ).
+Messages = Annotated[list[dict[str, Any]], Param("Messages", widget="textarea", advanced=True)]
+System = Annotated[str, Param("System", widget="textarea")]
+TopP = Annotated[float, Param("Top p", min=0, max=1, step=0.05, advanced=True)]
+Seed = Annotated[int, Param("Seed", widget="seed", advanced=True)]
+Tools = Annotated[list[dict[str, Any]], Param("Tools", widget="textarea", advanced=True)]
+Stop = Annotated[list[str], Param("Stop", widget="textarea", advanced=True)]
 
 #: Statuses worth another try: rate limited, overloaded (Anthropic), unavailable.
 RETRYABLE: Final = frozenset({429, 503, 529})
@@ -23,15 +33,6 @@ MIN_WAIT: Final = 0.5
 MAX_WAIT: Final = 30.0
 #: Seconds of the call timeout kept back for the last try's own answer.
 MARGIN: Final = 5.0
-
-
-class Completion(NamedTuple):
-    """The outputs of a completion node (the same as ``text/complete``'s)."""
-
-    text: Annotated[str, Output(label="Text")]
-    thinking: Annotated[str, Output(label="Thinking")]
-    tool_calls: Annotated[str, Output(label="Tool calls")]
-    finish_reason: Annotated[str, Output(label="Finish reason")]
 
 
 class UpstreamError(Exception):
@@ -57,7 +58,8 @@ class Streamed:
         self.ctx = ctx
         self.text: list[str] = []
         self.thinking: list[str] = []
-        self.tool_calls: list[dict[str, str]] = []
+        self.tool_calls: list[ToolCall] = []
+        self.usage = Usage()
         self.started = False
 
     def add_text(self, piece: str) -> None:
@@ -74,15 +76,21 @@ class Streamed:
 
     def add_tool_call(self, call_id: str, name: str, arguments: Any) -> None:
         args = arguments if isinstance(arguments, str) else json.dumps(arguments or {})
-        self.tool_calls.append({"id": call_id, "name": name, "arguments": args})
+        self.tool_calls.append(ToolCall(id=call_id, name=name, arguments=args))
+
+    def count(self, prompt_tokens: int | None, completion_tokens: int | None) -> None:
+        """The tokens the provider says the call read and wrote (None: not said)."""
+        self.usage = Usage(prompt_tokens or 0, completion_tokens or 0)
 
     def result(self, finish_reason: str) -> Completion:
-        reason = "tool_calls" if self.tool_calls else finish_reason
+        """The reply as the node's typed outputs (with tool calls, finish reason
+        ``tool_calls``)."""
         return Completion(
             text="".join(self.text),
             thinking="".join(self.thinking),
-            tool_calls=json.dumps(self.tool_calls),
-            finish_reason=reason,
+            tool_calls=tuple(self.tool_calls),
+            finish_reason=finish_reason,
+            usage=self.usage,
         )
 
 

@@ -6,10 +6,16 @@ from __future__ import annotations
 from typing import Annotated, Any, Literal
 
 from inline_sdk import Context, Image, Output, Param, Port, node
+from inline_sdk.chat import ChatCompletion, Completion
 
 from ._common import (
-    Completion,
+    Messages,
+    Seed,
+    Stop,
     Streamed,
+    System,
+    Tools,
+    TopP,
     UpstreamError,
     base_url,
     cancellable,
@@ -93,86 +99,87 @@ def _finish(reason: Any) -> str:
     return "length" if name == "MAX_TOKENS" else "stop"
 
 
-@node(
-    NODE,
-    title="Gemini (Google)",
-    category="Text",
-    icon="cloud",
-    output_kind="text",
-    concurrency=8,
-)
-def gemini_complete(
-    ctx: Context,
-    prompt: Annotated[str | None, Port("Prompt")] = None,
-    *,
-    model: Annotated[str, Param("Model")] = "gemini-2.5-flash",
-    messages: Annotated[
-        list[dict[str, Any]], Param("Messages", widget="textarea", advanced=True)
-    ] = [],  # noqa: B006
-    system: Annotated[str, Param("System", widget="textarea")] = "",
-    max_new_tokens: Annotated[int, Param("Max new tokens", min=1, max=65536)] = 512,
-    temperature: Annotated[float, Param("Temperature", min=0, max=2, step=0.05)] = 0.7,
-    top_p: Annotated[float, Param("Top p", min=0, max=1, step=0.05, advanced=True)] = 1.0,
-    seed: Annotated[int, Param("Seed", widget="seed", advanced=True)] = -1,
-    tools: Annotated[list[dict[str, Any]], Param("Tools", widget="textarea", advanced=True)] = [],  # noqa: B006
-    stop: Annotated[list[str], Param("Stop", widget="textarea", advanced=True)] = [],  # noqa: B006
-    api_key_secret: Annotated[str, Param("API key secret", advanced=True)] = "GEMINI_API_KEY",
-) -> Completion:
-    """Complete the conversation with Gemini; text and thought summaries stream as they come;
-    function calls become ``tool_calls``."""
-    from google.genai import types
+class GeminiComplete(
+    ChatCompletion, type=NODE, title="Gemini (Google)", icon="cloud", concurrency=8
+):
+    """Gemini through Google's official SDK (a ``ChatCompletion``)."""
 
-    client = _client(ctx, api_key_secret)
-    sys_text, contents = to_gemini(user_messages(messages, prompt, NODE))
-    if system:
-        sys_text = f"{system}\n\n{sys_text}" if sys_text else system
-    config = types.GenerateContentConfig(
-        system_instruction=sys_text or None,
-        max_output_tokens=max_new_tokens,
-        temperature=temperature,
-        top_p=top_p if top_p < 1.0 else None,
-        seed=seed if seed >= 0 else None,
-        stop_sequences=list(stop) or None,
-        tools=[
-            types.Tool(
-                function_declarations=[
-                    types.FunctionDeclaration(
-                        name=f["name"],
-                        description=f["description"],
-                        parameters_json_schema=f["parameters"],
-                    )
-                    for f in function_specs(tools)
-                ]
-            )
-        ]
-        if tools
-        else None,
-        thinking_config=types.ThinkingConfig(include_thoughts=True),
-    )
-    out = Streamed(ctx)
+    def complete(
+        self,
+        ctx: Context,
+        prompt: str | None,
+        *,
+        model: Annotated[str, Param("Model")] = "gemini-2.5-flash",
+        messages: Messages = [],  # noqa: B006
+        system: System = "",
+        max_new_tokens: Annotated[int, Param("Max new tokens", min=1, max=65536)] = 512,
+        temperature: Annotated[float, Param("Temperature", min=0, max=2, step=0.05)] = 0.7,
+        top_p: TopP = 1.0,
+        seed: Seed = -1,
+        tools: Tools = [],  # noqa: B006
+        stop: Stop = [],  # noqa: B006
+        api_key_secret: Annotated[str, Param("API key secret", advanced=True)] = "GEMINI_API_KEY",
+    ) -> Completion:
+        """Complete the conversation with Gemini; text and thought summaries stream as they come;
+        function calls become ``tool_calls``."""
+        from google.genai import types
 
-    def attempt() -> str:
-        reason: Any = None
-        count = 0
-        for chunk in client.models.generate_content_stream(
-            model=model, contents=contents, config=config
-        ):
-            ctx.check_cancelled()
-            for cand in chunk.candidates or []:
-                reason = cand.finish_reason or reason
-                for part in (cand.content.parts if cand.content else None) or []:
-                    if part.function_call is not None:
-                        count += 1
-                        fc = part.function_call
-                        out.add_tool_call(fc.id or f"call_{count}", fc.name or "", fc.args or {})
-                    elif part.text:
-                        (out.add_thinking if part.thought else out.add_text)(part.text)
-        return _finish(reason)
+        client = _client(ctx, api_key_secret)
+        sys_text, contents = to_gemini(user_messages(messages, prompt, NODE))
+        if system:
+            sys_text = f"{system}\n\n{sys_text}" if sys_text else system
+        config = types.GenerateContentConfig(
+            system_instruction=sys_text or None,
+            max_output_tokens=max_new_tokens,
+            temperature=temperature,
+            top_p=top_p if top_p < 1.0 else None,
+            seed=seed if seed >= 0 else None,
+            stop_sequences=list(stop) or None,
+            tools=[
+                types.Tool(
+                    function_declarations=[
+                        types.FunctionDeclaration(
+                            name=f["name"],
+                            description=f["description"],
+                            parameters_json_schema=f["parameters"],
+                        )
+                        for f in function_specs(tools)
+                    ]
+                )
+            ]
+            if tools
+            else None,
+            thinking_config=types.ThinkingConfig(include_thoughts=True),
+        )
+        out = Streamed(ctx)
 
-    reason = cancellable(
-        ctx, lambda: with_retries(ctx, attempt, _status_of, PROVIDER, lambda: not out.started)
-    )
-    return out.result(reason)
+        def attempt() -> str:
+            reason: Any = None
+            count = 0
+            for chunk in client.models.generate_content_stream(
+                model=model, contents=contents, config=config
+            ):
+                ctx.check_cancelled()
+                used = chunk.usage_metadata
+                if used is not None:
+                    out.count(used.prompt_token_count, used.candidates_token_count)
+                for cand in chunk.candidates or []:
+                    reason = cand.finish_reason or reason
+                    for part in (cand.content.parts if cand.content else None) or []:
+                        if part.function_call is not None:
+                            count += 1
+                            fc = part.function_call
+                            out.add_tool_call(
+                                fc.id or f"call_{count}", fc.name or "", fc.args or {}
+                            )
+                        elif part.text:
+                            (out.add_thinking if part.thought else out.add_text)(part.text)
+            return _finish(reason)
+
+        reason = cancellable(
+            ctx, lambda: with_retries(ctx, attempt, _status_of, PROVIDER, lambda: not out.started)
+        )
+        return out.result(reason)
 
 
 @node("google/gemini-image", title="Gemini Image (Google)", category="Image", icon="cloud",

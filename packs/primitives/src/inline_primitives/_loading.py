@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from inline_sdk import local_placement
+
 from ._errors import KeysMismatch
 from ._families import Detection
 from ._header import DTYPE_BYTES
@@ -88,20 +90,10 @@ class Placement:
 
 def default_placement(nbytes: int) -> Placement:
     """The device and dtype for a model of ``nbytes`` when no host broker answers (a library
-    used outside a worker, or an old host): the policy proper lives in the host.
-
-    CUDA in bf16 when present; otherwise the CPU in fp32 (bf16 is several times slower there),
-    keeping the file's dtype for models too big to double. ``INLINE_DEVICE`` overrides the device;
-    ``INLINE_PROFILE=cpu`` keeps it on the CPU.
-    """
-    import torch
-
-    device = os.environ.get("INLINE_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
-    if os.environ.get("INLINE_PROFILE") == "cpu":
-        device = "cpu"
-    if device.startswith("cuda"):
-        return Placement(device, "bfloat16")
-    return Placement(device, "float32" if nbytes <= 4 * 1024**3 else None)
+    used outside a worker, or an old host): the SDK's one local rule (``local_placement``), the
+    policy proper living in the host."""
+    local = local_placement(nbytes)
+    return Placement(local.device, local.dtype)
 
 
 def meta_state(det: Detection) -> dict[str, Any]:

@@ -4,7 +4,7 @@ from inline_sdk import NodeSpec, hookimpl
 
 from ._card import Bucket, Budget, CardInvalid, ModelCard, bucket, budget, cache_length, read_card
 from ._complete import Complete, build_messages, normalize_tools
-from ._load import ModelNotFound, architecture, find_model
+from ._load import ModelNotFound, find_model
 from ._parse import ReplyParser, ToolCall, parse_call
 from ._rewrite import Rewrite
 
@@ -18,7 +18,6 @@ __all__ = (
     "ReplyParser",
     "Rewrite",
     "ToolCall",
-    "architecture",
     "bucket",
     "budget",
     "build_messages",
@@ -34,4 +33,4 @@ __all__ = (
 @hookimpl
 def inline_nodes() -> list[NodeSpec]:
     """The nodes of this pack."""
-    return [Complete, Rewrite]
+    return [Complete.spec, Rewrite]

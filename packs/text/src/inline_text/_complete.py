@@ -1,11 +1,12 @@
-"""``text/complete``: any causal LM, streamed, with thinking and tool calls split out."""
+"""``text/complete``: any causal LM, streamed, with thinking and tool calls split out (a
+``ChatCompletion``: the SDK declares its prompt input and its outputs)."""
 
 from __future__ import annotations
 
-import json
-from typing import Annotated, Any, NamedTuple
+from typing import Annotated, Any
 
-from inline_sdk import Context, Output, Param, Port, node
+from inline_sdk import Context, Param
+from inline_sdk.chat import ChatCompletion, Completion, Usage
 
 from ._card import budget, cache_length
 from ._generate import IncrementalDecoder, run_generate, sampling
@@ -13,14 +14,6 @@ from ._load import find_model, load
 from ._parse import THINK_OPEN, ReplyParser
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
-
-
-class Completion(NamedTuple):
-    text: Annotated[str, Output(label="Text")]
-    thinking: Annotated[str, Output(label="Thinking")]
-    tool_calls: Annotated[str, Output(label="Tool calls (JSON)")]
-    finish_reason: Annotated[str, Output(label="Finish reason")]
-    usage: Annotated[str, Output(label="Usage (JSON)")]
 
 
 def build_messages(
@@ -73,22 +66,19 @@ def render_prompt(
     return "\n\n".join(m["content"] for m in messages) + "\n\n"
 
 
-@node(
-    "text/complete",
-    title="Complete (LLM)",
-    category="Text",
-    icon="message",
-    output_kind="text",
-)
-class Complete:
+class Complete(
+    ChatCompletion, type="text/complete", title="Complete (LLM)", category="Text", icon="message"
+):
     """A causal LM's reply: content and thinking streamed, tool calls parsed."""
 
-    def run(
+    def complete(
         self,
         ctx: Context,
-        prompt: Annotated[str | None, Port("Prompt")] = None,
+        prompt: str | None,
         *,
-        model: Annotated[str, Param("Model", widget="select", options_from="llm")] = "",
+        model: Annotated[
+            str, Param("Model", widget="select", options_from="llm", architecture="causal")
+        ] = "",
         system: Annotated[str, Param("System prompt", widget="textarea")] = "",
         max_new_tokens: Annotated[int, Param("Max new tokens", min=1, max=131072)] = 512,
         temperature: Annotated[
@@ -151,17 +141,11 @@ class Complete:
         eos = loaded.model.generation_config.eos_token_id
         eos_ids = set(eos if isinstance(eos, list) else [eos]) if eos is not None else set()
         hit_eos = bool(generated) and generated[-1] in eos_ids
-        if parser.calls:
-            reason = "tool_calls"
-        elif not parser.stopped and not hit_eos and len(generated) >= fit.reply:
-            reason = "length"
-        else:
-            reason = "stop"
-        usage = {"prompt_tokens": len(ids), "completion_tokens": len(generated)}
-        return Completion(
+        cut = not parser.stopped and not hit_eos and len(generated) >= fit.reply
+        return Completion(  # with tool calls the base reports finish_reason "tool_calls"
             text=parser.text,
             thinking=parser.reasoning,
-            tool_calls=json.dumps([c.to_json() for c in parser.calls], ensure_ascii=False),
-            finish_reason=reason,
-            usage=json.dumps(usage),
+            tool_calls=tuple(parser.calls),
+            finish_reason="length" if cut else "stop",
+            usage=Usage(prompt_tokens=len(ids), completion_tokens=len(generated)),
         )

@@ -1,11 +1,12 @@
 """Finding, sizing and loading a ``models/llm/<name>/`` folder, placed by the memory broker.
 
 A folder is a transformers layout (``config.json``, tokenizer files, safetensors). Its
-architecture comes from ``config.json`` (``is_encoder_decoder`` / the class name), its size from
-the safetensors headers (never the weights). Before loading, the worker asks the host's broker
-(``ctx.memory``) where the model goes; the plan's device, dtype, int8 and offload are applied
-here. One model per slot (``causal``, ``seq2seq``) stays loaded until another is picked or the
-broker evicts it. Everything loads with ``local_files_only``.
+architecture comes from ``config.json`` (the SDK's ``llm_architecture``, the rule the host's
+pickers apply too), its size from the safetensors headers (never the weights). Before loading,
+the worker asks the host's broker (``ctx.memory``) where the model goes (without one, the SDK's
+``local_placement``); the plan's device, dtype, int8 and offload are applied here. One model per
+slot (``causal``, ``seq2seq``) stays loaded until another is picked or the broker evicts it.
+Everything loads with ``local_files_only``.
 """
 
 from __future__ import annotations
@@ -18,14 +19,14 @@ import struct
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import Any, Final
 
-from inline_sdk import Memory, UnsafeName, check_model_name
+from inline_sdk import LlmArchitecture as Arch
+from inline_sdk import Memory, UnsafeName, check_model_name, llm_architecture, local_placement
 from inline_sdk.protocol import ModelSize
 
 from ._card import ModelCard, read_card
 
-Arch = Literal["causal", "seq2seq"]
 CATEGORY: Final = "llm"
 DTYPE_BYTES: Final = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I8": 1, "U8": 1}
 DTYPES: Final = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
@@ -36,24 +37,6 @@ class ModelNotFound(FileNotFoundError):
     """No usable folder for the pick (names what was looked for, and where)."""
 
 
-def architecture(folder: Path) -> Arch | None:
-    """``causal`` or ``seq2seq`` from the folder's ``config.json``; None if it is neither."""
-    try:
-        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    if not isinstance(config, dict):
-        return None
-    names = [a for a in config.get("architectures") or [] if isinstance(a, str)]
-    if config.get("is_encoder_decoder") or any(
-        n.endswith(("ForConditionalGeneration", "MTModel")) for n in names
-    ):
-        return "seq2seq" if config.get("is_encoder_decoder", True) else None
-    if any(n.endswith("ForCausalLM") for n in names) or not names:
-        return "causal"
-    return None
-
-
 def find_model(models_dir: Path, name: str, arch: Arch) -> Path:
     """The folder of ``models/llm/<name>`` (``""``: the first of the right architecture)."""
     root = models_dir / CATEGORY
@@ -61,7 +44,7 @@ def find_model(models_dir: Path, name: str, arch: Arch) -> Path:
     if not name:
         found = sorted(p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
         for folder in found:
-            if not folder.name.startswith(".") and architecture(folder) == arch:
+            if not folder.name.startswith(".") and llm_architecture(folder) == arch:
                 return folder
         raise ModelNotFound(f"No {kind} model folder in {root}: put a transformers folder there")
     try:
@@ -71,7 +54,7 @@ def find_model(models_dir: Path, name: str, arch: Arch) -> Path:
     folder = root / name
     if not (folder / "config.json").is_file():
         raise ModelNotFound(f"No model folder '{name}' with a config.json in {root}")
-    got = architecture(folder)
+    got = llm_architecture(folder)
     if got != arch:
         raise ModelNotFound(f"'{name}' in {root} is not a {kind} model (its config says {got})")
     return folder
@@ -136,17 +119,9 @@ def _placement(memory: Memory, folder: Path, slot: str) -> tuple[str, str, str, 
     params, nbytes = header_size(folder)
     placed = memory.place([ModelSize(name=str(folder), role="other", params=params, bytes=nbytes,
                                      slot=slot)])  # fmt: skip
-    if placed is None:
-        import torch
-
-        device = os.environ.get("INLINE_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
-        return (
-            device,
-            "bfloat16" if device.startswith("cuda") else "float32",
-            "none",
-            "resident",
-            None,
-        )
+    if placed is None:  # no broker: the SDK's one local rule
+        local = local_placement(nbytes)
+        return local.device, local.dtype or "auto", "none", "resident", None
     if not placed.fits or not placed.components:
         raise MemoryError(f"{folder.name} does not fit: {placed.reason}")
     plan = placed.components[0]
@@ -174,7 +149,10 @@ def load(memory: Memory, folder: Path, arch: Arch) -> Loaded:
     with _LOCK:
         tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
         model = auto.from_pretrained(
-            str(folder), local_files_only=True, dtype=getattr(torch, dtype), low_cpu_mem_usage=True
+            str(folder),
+            local_files_only=True,
+            dtype=dtype if dtype == "auto" else getattr(torch, dtype),  # auto: the file's
+            low_cpu_mem_usage=True,
         )
     if quantization == "int8":
         from torchao.quantization import Int8WeightOnlyConfig, quantize_

@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Final, Literal
 
+from inline_sdk.chat import ToolCall
+
 THINK_OPEN: Final = "<think>"
 THINK_CLOSE: Final = "</think>"
 CALL_OPEN: Final = "<tool_call>"
@@ -27,18 +29,6 @@ CALL_CLOSE: Final = "</tool_call>"
 
 Section = Literal["content", "thinking"]
 Emit = Callable[[Section, str], None]
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """One parsed call: ``arguments`` is a JSON string (OpenAI's shape)."""
-
-    id: str
-    name: str
-    arguments: str
-
-    def to_json(self) -> dict[str, str]:
-        return {"id": self.id, "name": self.name, "arguments": self.arguments}
 
 
 def parse_call(block: str) -> ToolCall | None:

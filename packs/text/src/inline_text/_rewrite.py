@@ -20,7 +20,9 @@ class Rewrite:
         ctx: Context,
         text: Annotated[str, Port("Text")],
         *,
-        model: Annotated[str, Param("Model", widget="select", options_from="llm")] = "",
+        model: Annotated[
+            str, Param("Model", widget="select", options_from="llm", architecture="seq2seq")
+        ] = "",
         prefix: Annotated[str, Param("Task prefix (T5: 'summarize: ')")] = "",
         max_new_tokens: Annotated[int, Param("Max new tokens", min=1, max=REWRITE_MAX)] = 128,
         num_beams: Annotated[int, Param("Beams", min=1, max=16, advanced=True)] = 1,

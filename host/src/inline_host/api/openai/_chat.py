@@ -1,12 +1,13 @@
-"""Mapping OpenAI chat requests onto ``text/complete`` runs, and its outputs back."""
+"""Mapping OpenAI chat requests onto runs of a chat node, and its outputs back (the node's
+typed outputs, read with the SDK's own decoder: ``read_completion``)."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Final
 
 import msgspec
+from inline_sdk.chat import read_completion
 
 from ._schemas import (
     ChatChunk,
@@ -20,7 +21,6 @@ from ._schemas import (
     Usage,
 )
 
-NODE_TYPE: Final = "text/complete"
 NODE_ID: Final = "complete"
 #: Argument fragments of a streamed tool call are at most this many characters.
 ARGUMENT_PIECE: Final = 16
@@ -105,14 +105,13 @@ def messages_param(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def run_request(
-    req: ChatRequest, raw_tools: Any = None, node: tuple[str, dict[str, Any]] | None = None
+    req: ChatRequest, node_type: str, base: Mapping[str, Any], raw_tools: Any = None
 ) -> dict[str, Any]:
-    """The ``/v1`` run request for one chat completion (``raw_tools``: the tools exactly as
-    sent, so the chat template renders them as the client wrote them). ``node``: a hosted
-    model's node type and the params that select it, instead of ``text/complete``."""
+    """The ``/v1`` run request for one chat completion on the chat node ``node_type``, with
+    ``base``, the params that select the model (``raw_tools``: the tools exactly as sent, so the
+    chat template renders them as the client wrote them)."""
     if req.n not in (None, 1):
         raise OpenAIError(400, "only n=1 is supported", param="n")
-    node_type, base = node if node is not None else (NODE_TYPE, {"model": req.model})
     params: dict[str, Any] = {**base, "messages": messages_param(req.messages)}
     max_new = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
     if max_new is not None:
@@ -147,18 +146,18 @@ def run_request(
     }
 
 
-def tool_calls(outputs: dict[str, str]) -> list[ToolCall]:
+def tool_calls(outputs: Mapping[str, str]) -> list[ToolCall]:
     """The node's ``tool_calls`` output as OpenAI tool calls."""
-    raw = json.loads(outputs.get("tool_calls") or "[]")
     return [
-        ToolCall(id=c["id"], function=FunctionCall(name=c["name"], arguments=c["arguments"]))
-        for c in raw
+        ToolCall(id=c.id, function=FunctionCall(name=c.name, arguments=c.arguments))
+        for c in read_completion(outputs).tool_calls
     ]
 
 
-def usage(outputs: dict[str, str]) -> Usage:
-    raw = json.loads(outputs.get("usage") or "{}")
-    prompt, completion = int(raw.get("prompt_tokens", 0)), int(raw.get("completion_tokens", 0))
+def usage(outputs: Mapping[str, str]) -> Usage:
+    """The node's ``usage`` output as OpenAI's."""
+    used = read_completion(outputs).usage
+    prompt, completion = used.prompt_tokens, used.completion_tokens
     return Usage(prompt_tokens=prompt, completion_tokens=completion,
                  total_tokens=prompt + completion)  # fmt: skip
 

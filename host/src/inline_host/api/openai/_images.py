@@ -1,7 +1,8 @@
 """``POST /openai/v1/images/generations``: OpenAI's images API over Inline's runs.
 
-``model`` is a diffusers pipeline folder of ``models/diffusers/`` (run by ``diffusers/generate``)
-or an image node type with a ``prompt`` input (``alibaba/z-image-turbo``). Each of the ``n``
+``model`` is a diffusers pipeline folder of ``models/diffusers/`` (run by the image node whose
+``model`` param picks from that catalog) or the type of another node that makes an image from a
+``prompt`` text input: the nodes are found by what their descriptors declare. Each of the ``n``
 images is a durable run of its own, submitted through the ``RunService`` like ``POST /v1/runs``
 (stored before it runs, resumed after a restart, its image a take); the answer waits for all
 of them. ``size`` is ``WxH``; ``seed`` (an extra) seeds image ``i`` with ``seed + i``.
@@ -17,14 +18,18 @@ from __future__ import annotations
 import base64
 import re
 import time
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 import anyio
 import msgspec
 from inline_core import DocumentInvalid
+from inline_sdk import Descriptor
 from litestar import Controller, MediaType, Request, Response, post
 from litestar.di import NamedDependency, Provide
 
+from ...models import ModelCatalogs
 from ...runs import Conflict, RunService, RunState, Take
 from .._models import ModelsService
 from ._attempts import Attempt, Attempts, provide_attempts, submit_once
@@ -34,7 +39,8 @@ from ._schemas import OpenAIError, openai_error
 
 __all__ = ("OpenAIImagesController", "OpenAIError")
 
-DIFFUSERS_NODE: Final = "diffusers/generate"
+#: The catalog of pipeline folders (``models/diffusers/<name>/``).
+FOLDERS: Final = "diffusers"
 SIZE: Final = re.compile(r"^(\d{2,5})x(\d{2,5})$")
 MAX_IMAGES: Final = 10
 
@@ -79,29 +85,48 @@ def parse(raw: bytes) -> ImagesRequest:
     return req
 
 
-def _image_nodes(engine: ModelsService) -> list[str]:
-    """Node types that make an image from a ``prompt`` text input."""
-    out = []
-    for d in engine.descriptors():
-        if d.output_kind == "image" and any(
-            p.id == "prompt" and p.kind == "text" for p in d.inputs
-        ):
-            out.append(d.type)
-    return out
+@dataclass(frozen=True, slots=True)
+class ImageNodes:
+    """The nodes that make an image from a ``prompt`` text input: ``folders`` runs the pipeline
+    folders (its ``model`` param picks from that catalog), ``nodes`` are the others, named by
+    their type."""
+
+    folders: Descriptor | None
+    nodes: tuple[Descriptor, ...]
+
+    def descriptor(self, node_type: str) -> Descriptor | None:
+        every = (*((self.folders,) if self.folders is not None else ()), *self.nodes)
+        return next((d for d in every if d.type == node_type), None)
 
 
-def resolve_model(engine: ModelsService, model: str | None) -> tuple[str, dict[str, Any]]:
+def image_nodes(declared: Sequence[Descriptor]) -> ImageNodes:
+    """The image nodes among ``declared`` (see ``ImageNodes``)."""
+    folders: Descriptor | None = None
+    nodes: list[Descriptor] = []
+    for d in declared:
+        prompt = d.input("prompt")
+        if d.output_kind != "image" or prompt is None or prompt.kind != "text":
+            continue
+        model = d.param("model")
+        if model is not None and model.options_from == FOLDERS:
+            folders = folders or d
+        else:
+            nodes.append(d)
+    return ImageNodes(folders, tuple(nodes))
+
+
+def resolve_model(
+    images: ImageNodes, catalogs: ModelCatalogs, model: str | None
+) -> tuple[str, dict[str, Any]]:
     """(node type, its fixed params) for ``model``; raises ``OpenAIError`` listing the models."""
-    folders = engine.catalogs.entries("diffusers")
-    nodes = [t for t in _image_nodes(engine) if t != DIFFUSERS_NODE]
-    if model is None:
-        if folders:
-            return DIFFUSERS_NODE, {"model": folders[0]}
-        if nodes:
-            return nodes[0], {}
-    elif model in folders:
-        return DIFFUSERS_NODE, {"model": model}
-    elif model in nodes:
+    folders = catalogs.entries(FOLDERS) if images.folders is not None else ()
+    nodes = [d.type for d in images.nodes]
+    picked = model if model is not None else next(iter(folders), None)
+    if images.folders is not None and picked is not None and picked in folders:
+        return images.folders.type, {"model": picked}
+    if model is None and nodes:
+        return nodes[0], {}
+    if model is not None and model in nodes:
         return model, {}
     known = ", ".join([*folders, *nodes]) or "none (put a pipeline in models/diffusers/)"
     raise OpenAIError(
@@ -113,16 +138,13 @@ def resolve_model(engine: ModelsService, model: str | None) -> tuple[str, dict[s
     )
 
 
-def model_name(engine: ModelsService, model: str | None) -> str:
-    """What ``model`` (None: the default) names: a pipeline folder or a node type."""
-    node_type, fixed = resolve_model(engine, model)
-    return str(fixed.get("model", node_type))
-
-
-def graphs(engine: ModelsService, req: ImagesRequest) -> list[dict[str, Any]]:
-    """One run request per image."""
-    node_type, fixed = resolve_model(engine, req.model)
-    descriptor = engine.descriptor(node_type)
+def graphs(
+    images: ImageNodes, catalogs: ModelCatalogs, req: ImagesRequest
+) -> tuple[str, list[dict[str, Any]]]:
+    """What ``req.model`` names (a pipeline folder or a node type), and one run request per
+    image."""
+    node_type, fixed = resolve_model(images, catalogs, req.model)
+    descriptor = images.descriptor(node_type)
     keys = {p.key for p in descriptor.params} if descriptor is not None else set()
     params = dict(fixed)
     if req.size not in (None, "auto"):
@@ -142,7 +164,7 @@ def graphs(engine: ModelsService, req: ImagesRequest) -> list[dict[str, Any]]:
              "inputs": {"prompt": {"from": "prompt", "output": "text"}}},
         ]  # fmt: skip
         out.append({"graph": {"schemaVersion": 1, "nodes": nodes}, "target": "image"})
-    return out
+    return str(fixed.get("model", node_type)), out
 
 
 def _take(service: RunService, state: RunState, model: str) -> Take:
@@ -176,8 +198,8 @@ class OpenAIImagesController(Controller):
     ) -> Response[Any]:
         raw = await request.body()
         req = parse(raw)
-        await models.refresh()
-        docs = graphs(models, req)
+        images = image_nodes(await models.declared())  # the packs installed from the CLI too
+        named, docs = graphs(images, models.catalogs, req)
         attempt = Attempt.of("images/generations", request, raw)
         try:
             run_ids = await submit_once(service, attempts, attempt, docs)
@@ -192,7 +214,6 @@ class OpenAIImagesController(Controller):
             await listeners.leave(service, lease)
         if not answered:
             raise client_gone()
-        named = req.model if req.model is not None else model_name(models, None)
         takes = []
         for run_id in run_ids:
             state = service.state(run_id)  # ended by now

@@ -1,6 +1,7 @@
-"""``/openai/v1``: OpenAI's chat completions and models over ``text/complete`` runs.
+"""``/openai/v1``: OpenAI's chat completions and models over runs of the packs' chat nodes.
 
-Each chat completion is a durable run (a one-node graph with ``text/complete``), visible in
+Each chat completion is a durable run (a one-node graph with the chat node that runs its model:
+a local ``llm`` folder's, or a hosted model's, found by what the descriptors declare), visible in
 ``/v1/runs`` with its takes. A streamed completion follows the run's events: each ``delta`` of
 the node's ``text`` (and ``thinking``) output becomes a content (reasoning) chunk (what streams
 within a few milliseconds of the last write is joined: ``_pieces``); the tool calls and the
@@ -27,9 +28,8 @@ from litestar.di import NamedDependency, Provide
 from litestar.params import FromPath
 from litestar.response import Stream
 
-from ...models import CATEGORY, llm_entries
 from ...runs import Conflict, RunService
-from .._models import ModelsService
+from .._models import ChatModel, ModelsService
 from ._attempts import Attempt, Attempts, provide_attempts, submit_once
 from ._chat import DONE, NODE_ID, Chunks, run_request, tool_calls, usage
 from ._failures import NO_RETRY, run_failed
@@ -51,20 +51,13 @@ _decode_request = msgspec.json.Decoder(ChatRequest)
 _decode_json = msgspec.json.Decoder()
 
 
-def _models(models: ModelsService) -> list[ModelCard]:
+async def _models(models: ModelsService) -> list[ModelCard]:
     """The causal LM folders of ``models/llm/``, then the hosted text models."""
-    catalogs = models.catalogs
-    cards = []
-    for name in llm_entries(catalogs, "causal"):
-        folder = catalogs.find(CATEGORY, name)
-        created = int(folder.stat().st_mtime) if folder is not None else 0
-        cards.append(ModelCard(id=name, created=created))
-    hosted = [m for m in models.hosted_text() if m.available]  # its key is stored: usable now
-    cards += [ModelCard(id=m.id, created=0, owned_by=m.owned_by) for m in hosted]
-    return cards
+    usable = [m for m in await models.chat_models() if m.available]  # a hosted one's key stored
+    return [ModelCard(id=m.id, created=m.created, owned_by=m.owned_by) for m in usable]
 
 
-def _parse(raw: bytes, models: ModelsService) -> ChatRequest:
+async def _parse(raw: bytes, models: ModelsService) -> tuple[ChatRequest, ChatModel]:
     try:
         req = _decode_request.decode(raw)
     except msgspec.ValidationError as exc:
@@ -73,7 +66,8 @@ def _parse(raw: bytes, models: ModelsService) -> ChatRequest:
         raise OpenAIError(400, message or str(exc), param=param) from None
     except msgspec.DecodeError as exc:
         raise OpenAIError(400, f"The body is not valid JSON: {exc}") from None
-    if req.model not in llm_entries(models.catalogs, "causal") and models.hosted(req.model) is None:
+    chat = await models.chat_model(req.model)  # the packs installed from the CLI picked up
+    if chat is None:
         raise OpenAIError(
             404,
             f"The model '{req.model}' does not exist (no causal LM folder models/llm/{req.model}"
@@ -81,22 +75,21 @@ def _parse(raw: bytes, models: ModelsService) -> ChatRequest:
             code="model_not_found",
             param="model",
         )
-    return req
+    return req, chat
 
 
 async def _submit(
     service: RunService,
-    models: ModelsService,
+    chat: ChatModel,
     req: ChatRequest,
     raw: bytes,
     attempts: Attempts,
     attempt: Attempt,
 ) -> str:
     tools = _decode_json.decode(raw).get("tools") if req.tools else None
-    hosted = models.hosted(req.model)
-    node = (hosted.node, hosted.params()) if hosted is not None else None
+    request = run_request(req, chat.node, chat.params, tools)
     try:
-        (run_id,) = await submit_once(service, attempts, attempt, [run_request(req, tools, node)])
+        (run_id,) = await submit_once(service, attempts, attempt, [request])
     except DocumentInvalid as exc:  # the node refused the params (the text pack is the judge);
         raise OpenAIError(400, str(exc)) from None  # RequestInvalid is one of these
     except Conflict as exc:
@@ -136,16 +129,16 @@ class OpenAIController(Controller):
         "listeners": Provide(provide_listeners, sync_to_thread=False),
     }
 
-    @get("/models", sync_to_thread=False)
-    def list_models(self, models: NamedDependency[ModelsService]) -> ModelList:
+    @get("/models")
+    async def list_models(self, models: NamedDependency[ModelsService]) -> ModelList:
         """Every causal LM folder of ``models/llm/`` and every hosted text model."""
-        return ModelList(data=_models(models))
+        return ModelList(data=await _models(models))
 
-    @get("/models/{model_id:str}", sync_to_thread=False)
-    def get_model(
+    @get("/models/{model_id:str}")
+    async def get_model(
         self, models: NamedDependency[ModelsService], model_id: FromPath[str]
     ) -> ModelCard:
-        for card in _models(models):
+        for card in await _models(models):
             if card.id == model_id:
                 return card
         raise OpenAIError(404, f"The model '{model_id}' does not exist", code="model_not_found")
@@ -160,9 +153,9 @@ class OpenAIController(Controller):
         listeners: NamedDependency[Listeners],
     ) -> Response[Any]:
         raw = await request.body()
-        req = _parse(raw, models)
+        req, chat = await _parse(raw, models)
         attempt = Attempt.of("chat/completions", request, raw)
-        run_id = await _submit(service, models, req, raw, attempts, attempt)
+        run_id = await _submit(service, chat, req, raw, attempts, attempt)
         completion_id, created = f"chatcmpl-{run_id}", int(time.time())
         lease = listeners.join([run_id])
         if req.stream:
@@ -244,10 +237,12 @@ async def _chunks(
         return
     tail: list[bytes] = []  # the rest goes out in one write
     # a host or pack that did not stream: the rest of each output in one piece
-    for port, field in (("thinking", "reasoning_content"), ("text", "content")):
+    for port in ("thinking", "text"):
         final = out.get(port, "")
         if final.startswith(streamed[port]) and len(final) > len(streamed[port]):
-            tail.append(chunks.chunk(Delta(**{field: final[len(streamed[port]) :]})))
+            rest = final[len(streamed[port]) :]
+            delta = Delta(reasoning_content=rest) if port == "thinking" else Delta(content=rest)
+            tail.append(chunks.chunk(delta))
     tail += chunks.tool_call_chunks(tool_calls(out))
     tail.append(chunks.chunk(Delta(), finish=out.get("finish_reason", "stop")))
     if include_usage:
