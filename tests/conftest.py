@@ -97,4 +97,7 @@ def anyio_backend() -> str:
 
 @pytest.fixture
 def heavy_imports() -> HeavyImportRecorder:
+    """The recorder, cleared: what the test itself attempts (an earlier test in this process,
+    say one of the SDK's that tries ``import torch`` on purpose, does not count)."""
+    RECORDER.attempts.clear()
     return RECORDER
