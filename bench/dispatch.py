@@ -1,7 +1,8 @@
 """Per-node overhead of a trivial node through host -> worker -> host, vs an in-process call.
 
 Writes bench/results/dispatch.json with ``per_node_us`` (median) and ``ratio_vs_inprocess``.
-Target on a 2-core machine: per_node_us <= 150 (issue 23).
+Target on a 2-core machine: per_node_us <= 150 (issue 23). ``per_node_uvloop_us`` is the same
+on uvloop, the loop uvicorn runs the server on when it is installed.
 """
 
 from __future__ import annotations
@@ -58,9 +59,19 @@ async def through_workers() -> dict[str, float]:
     return {"per_node_us": median(samples), "engine_run_us": median(runs)}
 
 
+def on_uvloop() -> float | None:
+    """``per_node_us`` with the host on uvloop (None where uvloop is not installed)."""
+    try:
+        import uvloop  # noqa: F401
+    except ImportError:
+        return None
+    return anyio.run(through_workers, backend_options={"use_uvloop": True})["per_node_us"]
+
+
 def main() -> None:
     base = inprocess_us()
     figures = anyio.run(through_workers)
+    uv = on_uvloop()
     write_result(
         "dispatch",
         {
@@ -68,6 +79,7 @@ def main() -> None:
             "inprocess_us": round(base, 2),
             "ratio_vs_inprocess": round(figures["per_node_us"] / base, 1),
             "engine_run_us": round(figures["engine_run_us"], 1),
+            "per_node_uvloop_us": None if uv is None else round(uv, 1),
             "calls": CALLS,
             "target_per_node_us": 150,
         },

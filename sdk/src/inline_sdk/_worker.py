@@ -16,20 +16,24 @@ import threading
 import traceback
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import msgspec
-import pluggy
 
-from . import hookspecs
-from ._comfyui import ComfyMapping
 from ._context import Context
-from ._errors import Cancelled, InlineSdkError, NodeDeclarationError, ProtocolError
-from ._framing import FrameCodec, recv_frame
+from ._errors import Cancelled, InlineSdkError, ProtocolError
+from ._framing import FrameCodec, FrameReader
 from ._handles import HandleTable
 from ._kinds import HANDLE_KINDS, MEDIA_KINDS
+from ._loading import (  # noqa: F401 (importable from here, as before)
+    collect_mappings,
+    collect_nodes,
+    collect_specs,
+    load_mappings,
+    load_pack,
+    plugin_manager,
+)
 from ._media import MEDIA_TYPES, Image, Media
 from ._memory import Memory
 from ._node import NodeSpec
@@ -132,87 +136,25 @@ def scrub(text: str, secret: str) -> str:
     return "".join(out)
 
 
-def _plugins(pack: str) -> tuple[metadata.EntryPoint, pluggy.PluginManager]:
-    eps = metadata.entry_points(group=hookspecs.ENTRY_POINT_GROUP, name=pack)
-    if not eps:
-        raise LookupError(
-            f"no pack named '{pack}' in this environment (entry point group "
-            f"'{hookspecs.ENTRY_POINT_GROUP}')"
-        )
-    ep = next(iter(eps))
-    return ep, plugin_manager(pack, ep.load())
-
-
-def plugin_manager(pack: str, plugin: object) -> pluggy.PluginManager:
-    """A plugin manager with the SDK's hookspecs and the loaded pack module registered."""
-    pm = pluggy.PluginManager(hookspecs.PROJECT)
-    pm.add_hookspecs(hookspecs)
-    pm.register(plugin, name=pack)
-    return pm
-
-
-def collect_mappings(pm: pluggy.PluginManager) -> list[ComfyMapping]:
-    """What the registered plugins return from ``inline_comfyui_mappings``; raise
-    ``NodeDeclarationError`` naming anything that is not a ``ComfyMapping``."""
-    found: list[ComfyMapping] = []
-    problems: list[str] = []
-    for group in pm.hook.inline_comfyui_mappings():
-        for item in group or ():
-            if isinstance(item, ComfyMapping):
-                found.append(item)
-            else:
-                problems.append(f"inline_comfyui_mappings returned {item!r}, not a ComfyMapping")
-    if problems:
-        raise NodeDeclarationError(problems)
-    return found
-
-
-def load_mappings(pack: str) -> list[ComfyMapping]:
-    """The ComfyUI mappings the pack named ``pack`` declares."""
-    return collect_mappings(_plugins(pack)[1])
-
-
-def load_pack(pack: str) -> tuple[str, list[NodeSpec]]:
-    """Load the pack named ``pack`` from this environment's entry points; its version and nodes."""
-    ep, pm = _plugins(pack)
-    specs = collect_specs(pm)
-    version = ep.dist.version if ep.dist is not None else "0.0.0"
-    return version, specs
-
-
-def collect_nodes(pack: str, plugin: object) -> list[NodeSpec]:
-    """The nodes a loaded pack module declares through its ``inline_nodes`` hook, checked."""
-    return collect_specs(plugin_manager(pack, plugin))
-
-
-def collect_specs(pm: pluggy.PluginManager) -> list[NodeSpec]:
-    """The nodes the registered plugins declare, checked (all problems at once)."""
-    specs: list[NodeSpec] = []
-    problems: list[str] = []
-    for group in pm.hook.inline_nodes():
-        for item in group or ():
-            if isinstance(item, NodeSpec):
-                specs.append(item)
-            else:
-                problems.append(f"inline_nodes returned {item!r}, which is not a @node")
-    seen: set[str] = set()
-    for spec in specs:
-        if spec.type in seen:
-            problems.append(f"node type '{spec.type}' is declared twice")
-        seen.add(spec.type)
-    if problems:
-        raise NodeDeclarationError(problems)
-    return specs
-
-
 class Worker:
     """Serves one pack's nodes to the host over a connected socket."""
 
-    def __init__(self, sock: socket.socket, hello: Hello, nodes: list[NodeSpec]) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        hello: Hello,
+        nodes: list[NodeSpec],
+        reader: FrameReader[Any] | None = None,
+    ) -> None:
         self.sock = sock
         self.hello = hello
         self.nodes = {n.type: n for n in nodes}
         self.codec: FrameCodec[Any] = FrameCodec(ToWorker)
+        #: Where frames from the host are read (the one that read the hello, if given).
+        self.frames = reader if reader is not None else FrameReader(sock, self.codec)
+        #: Each node type's output ports by id, and its logger: made once, not per call.
+        self._ports = {n.type: {b.port.id: b.port for b in n.outputs} for n in nodes}
+        self._loggers: dict[str, logging.Logger] = {}
         self.table = HandleTable()
         self.arena = Arena(hello.shm_prefix)
         self.reader = SegmentReader()
@@ -222,6 +164,9 @@ class Worker:
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="call")
         self._send_lock = threading.Lock()
         self._roots = [Path(os.path.realpath(r)) for r in hello.input_roots]
+        self._models_dir = Path(hello.models_dir)
+        self._assets_dir = Path(hello.assets_dir)
+        self._cwd = Path(hello.cwd)
         self.caps = agreed_capabilities(hello)
         self.memory = Memory(self.send if CAP_BROKER in self.caps else None)
         #: Shared by every call of this worker (``ctx.cache``, ``ctx.stats``).
@@ -242,7 +187,7 @@ class Worker:
         try:
             while True:
                 try:
-                    msg = recv_frame(self.sock, self.codec)
+                    msg = self.frames.read()
                 except ProtocolError as exc:
                     log.info("connection ended: %s", exc)
                     return
@@ -292,7 +237,7 @@ class Worker:
             }
             ctx = self.context(msg, spec, cancel)
             outputs = spec.invoke(ctx, inputs, params)
-            ports = {b.port.id: b.port for b in spec.outputs}
+            ports = self._ports[spec.type]
             wire = {
                 pid: self.export(value, ports[pid].kind, portable=ports[pid].portable)
                 for pid, value in outputs.items()
@@ -344,20 +289,27 @@ class Worker:
         return Context(
             node_type=spec.type,
             node_id=msg.node_id,
-            models_dir=Path(self.hello.models_dir),
-            assets_dir=Path(self.hello.assets_dir),
+            models_dir=self._models_dir,
+            assets_dir=self._assets_dir,
             input_roots=self._roots,
-            cwd=Path(self.hello.cwd),
+            cwd=self._cwd,
             emit_progress=emit_progress,
             emit_preview=emit_preview,
             emit_stream=emit_stream,
             cancel_event=cancel,
-            logger=logging.getLogger(f"inline.pack.{self.hello.pack}.{spec.type}"),
+            logger=self._logger(spec.type),
             memory=self.memory,
             secrets=msg.secrets,
             cache=self.cache,
             stats=self.stats,
         )
+
+    def _logger(self, node_type: str) -> logging.Logger:
+        logger = self._loggers.get(node_type)
+        if logger is None:
+            name = f"inline.pack.{self.hello.pack}.{node_type}"
+            logger = self._loggers[node_type] = logging.getLogger(name)
+        return logger
 
     def take_inputs(self, values: list[Value], is_list: bool) -> Any:
         items = [self.materialize(v) for v in values]
@@ -478,8 +430,9 @@ def run(argv: list[str] | None = None) -> int:
         except (OSError, ValueError) as exc:
             log.error("cannot reach the host at %s: %s", args.connect, exc)
             return 2
+    reader = FrameReader(sock, codec)
     try:
-        hello = recv_frame(sock, codec)
+        hello = reader.read()
     except ProtocolError as exc:
         log.error("no handshake from the host: %s", exc)
         return 2
@@ -497,7 +450,7 @@ def run(argv: list[str] | None = None) -> int:
     except BaseException as exc:
         sock.sendall(codec.encode(Refused(error=remote_error(exc))))
         return 4
-    worker = Worker(sock, hello, nodes)
+    worker = Worker(sock, hello, nodes, reader)
     worker.send(
         Welcome(
             protocol=PROTOCOL,

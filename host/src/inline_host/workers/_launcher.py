@@ -9,8 +9,7 @@ knows where the worker runs: the local and TCP launchers are in ``_launchers.py`
 from __future__ import annotations
 
 import select
-import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -58,33 +57,54 @@ class ExitProbe(Protocol):
 
 #: What ``poll`` reports for a connection that reached its end (the peer closed, or it broke).
 _GONE = select.POLLRDHUP | select.POLLHUP | select.POLLERR | select.POLLNVAL
-#: Each stream's raw socket, looked up once (the lookup costs more than the look itself).
-_sockets: weakref.WeakKeyDictionary[Any, Any] = weakref.WeakKeyDictionary()
+
+
+class Liveness:
+    """Whether one worker is known to be gone right now, before the host's reader has seen
+    it: its process exited or is past serving (``exited``, and ``exit_fd``: a pidfd, readable
+    once the process has exited), or its connection reached its end. Built once per worker; a
+    look runs on every call's way to the worker, so it costs one ``poll`` of the socket and
+    the pidfd together, and whatever ``exited`` costs."""
+
+    def __init__(
+        self,
+        stream: anyio.abc.ByteStream,
+        exited: Callable[[], bool] | None = None,
+        exit_fd: int | None = None,
+    ) -> None:
+        self._exited = exited
+        self._sock: Any = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
+        self._look = select.poll()
+        self._watched = False
+        if self._sock is not None and self._sock.fileno() >= 0:
+            # poll takes nothing from the reader: POLLRDHUP is the peer's end of the stream
+            self._look.register(self._sock.fileno(), _GONE)
+            self._watched = True
+        if exit_fd is not None:
+            self._look.register(exit_fd, select.POLLIN)
+            self._watched = True
+
+    def ended(self) -> bool:
+        if self._exited is not None and self._exited():
+            return True
+        if self._sock is not None and self._sock.fileno() < 0:
+            return True  # closed here
+        return self._watched and bool(self._look.poll(0))
+
+
+def liveness(worker: LaunchedWorker) -> Liveness:
+    """The worker's own ``Liveness`` where it makes one (``liveness()``), else one that looks
+    at its stream and, for an ``ExitProbe``, its ``has_exited``."""
+    make = getattr(worker, "liveness", None)
+    if make is not None:
+        return make()
+    return Liveness(worker.stream, worker.has_exited if isinstance(worker, ExitProbe) else None)
 
 
 def ended(worker: LaunchedWorker) -> bool:
-    """Whether ``worker`` is known to be gone right now, before the host's reader has seen it:
-    its process exited (a child of this host), or its connection reached its end. It runs on
-    every call's way to a worker, so it costs two system calls at most."""
-    probe = getattr(worker, "has_exited", None)  # an ExitProbe
-    if probe is not None and probe():
-        return True
-    stream = worker.stream
-    try:
-        sock = _sockets[stream]
-    except KeyError:
-        sock = _sockets[stream] = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
-    except TypeError:  # a stream that takes no weak reference: looked up each time
-        sock = stream.extra(anyio.abc.SocketAttribute.raw_socket, None)
-    if sock is None:
-        return False
-    fd = sock.fileno()
-    if fd < 0:
-        return True
-    # poll takes nothing from the reader: POLLRDHUP is the peer's end of the stream
-    look = select.poll()
-    look.register(fd, _GONE)
-    return bool(look.poll(0))
+    """Whether ``worker`` is known to be gone right now (see ``Liveness``; a caller that asks
+    often keeps the worker's ``liveness`` instead)."""
+    return liveness(worker).ended()
 
 
 class WorkerLauncher(Protocol):

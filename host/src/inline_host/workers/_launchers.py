@@ -16,6 +16,7 @@ import contextlib
 import hmac
 import os
 import secrets
+import select
 import signal
 import socket
 import subprocess
@@ -27,7 +28,7 @@ import anyio
 import anyio.abc
 from inline_registry import worker_command, worker_env
 
-from ._launcher import LaunchedWorker, LaunchFailed
+from ._launcher import LaunchedWorker, LaunchFailed, Liveness
 
 #: Whether ``/proc`` tells a process's state (Linux).
 _PROC = os.path.exists("/proc/self/stat")
@@ -92,6 +93,7 @@ class _ChildWorker:
         self.shares_memory = shares_memory
         self._launcher = launcher
         self._stat = _ProcStat(proc.pid) if _PROC else None
+        self._pidfd = _pidfd(proc.pid)
 
     def stderr(self) -> AsyncIterator[bytes] | None:
         return aiter(self._proc.stderr) if self._proc.stderr is not None else None
@@ -104,13 +106,32 @@ class _ChildWorker:
             await self._proc.wait()
         if self._stat is not None:
             self._stat.close()
+        if self._pidfd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self._pidfd)
+            self._pidfd = None
         return self._proc.returncode
 
     def has_exited(self) -> bool:
+        if self._dying():
+            return True
+        if self._pidfd is not None:
+            return bool(_readable(self._pidfd))
+        return self._waited()
+
+    def liveness(self) -> Liveness:
+        """Its process's exit, a pidfd, is polled together with its socket's end."""
+        if self._pidfd is None:
+            return Liveness(self.stream, self.has_exited)
+        return Liveness(self.stream, self._dying, self._pidfd)
+
+    def _dying(self) -> bool:
+        """Exited, as far as this host knows, or past serving (``_ProcStat``)."""
         if self._proc.returncode is not None:
             return True
-        if self._stat is not None and self._stat.dying():
-            return True
+        return self._stat is not None and self._stat.dying()
+
+    def _waited(self) -> bool:
         try:  # WNOWAIT: only look; the process stays for ``wait`` to reap
             seen = os.waitid(os.P_PID, self._proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
         except ChildProcessError:
@@ -127,6 +148,23 @@ class _ChildWorker:
 
     def describe(self) -> dict[str, Any]:
         return {"launcher": self._launcher, "pid": self.pid}
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that polls readable once the process ``pid`` has exited (Linux 5.3+)."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return None
+    try:
+        return opener(pid)
+    except OSError:
+        return None
+
+
+def _readable(fd: int) -> bool:
+    look = select.poll()
+    look.register(fd, select.POLLIN)
+    return bool(look.poll(0))
 
 
 async def _spawn(command: list[str], env: Mapping[str, str], pass_fds: tuple[int, ...] = ()) -> Any:

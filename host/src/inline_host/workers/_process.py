@@ -4,14 +4,16 @@ Every transport failure becomes one typed error (``PackCrashed``) naming the pac
 or signal and the last stderr lines. The stream comes from a ``WorkerLauncher``; what the two
 sides may send each other comes from the capabilities both announced in the handshake. Values
 cross it through ``_wire``; a handle another worker made is refused before anything is sent
-(``HandlesGone``).
+(``HandlesGone``). Frames go and come through ``_channel`` (its reader hands each message to
+``_dispatch`` as it arrives); each call waits on its own ``Mailbox``, and one ``Watchdog`` per
+worker keeps every call's deadline (``_pending``).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
-import math
 import os
 import time
 from collections import deque
@@ -22,17 +24,13 @@ from typing import Any
 import anyio
 import anyio.abc
 import msgspec
-from anyio.streams.buffered import BufferedByteReceiveStream
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from inline_registry import SdkMismatch, check_welcome, make_hello
-from inline_sdk import ProtocolError
 from inline_sdk.protocol import (
     CAP_BROKER,
     CAP_CHUNKS,
     CAP_SHARED_MEMORY,
     CAP_STATS,
     CAP_STREAM,
-    HEADER,
     BulkChunk,
     Call,
     CallCancelled,
@@ -75,7 +73,9 @@ from .._values import (
 from ..guard import OutputTooLarge, check_outputs
 from ._broker import Broker
 from ._bulk import HostBulk
-from ._launcher import LaunchedWorker, LaunchFailed, WorkerLauncher, ended
+from ._channel import Channel, open_channel
+from ._launcher import LaunchedWorker, LaunchFailed, Liveness, WorkerLauncher, liveness
+from ._pending import TIMED_OUT, Mailbox, Watchdog
 from ._wire import WireValues
 
 STDERR_LINES = 40
@@ -109,7 +109,8 @@ class WorkerProcess:
         self.launcher = launcher
         self.shm_prefix = f"inline-{os.getpid()}-{pack}-{generation}"
         self.codec: FrameCodec[Any] = FrameCodec(FromWorker)
-        self.pending: dict[int, MemoryObjectSendStream[Any]] = {}
+        #: The calls in flight, by id: what the reader hands each of them.
+        self.pending: dict[int, Mailbox] = {}
         self.running: dict[int, str] = {}
         self.stderr_tail: deque[str] = deque(maxlen=STDERR_LINES)
         self.alive = False
@@ -125,9 +126,12 @@ class WorkerProcess:
         self._gone = False
         self._tg: anyio.abc.TaskGroup | None = None
         self._ids = itertools.count(1)
-        self._send_lock = anyio.Lock()
         self._worker: LaunchedWorker | None = None
-        self._first: MemoryObjectSendStream[Any] | None = None
+        self._channel: Channel | None = None
+        self._liveness: Liveness | None = None
+        self._watchdog = Watchdog(self.pending)
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._first: Mailbox | None = None
         self._exited = anyio.Event()
         self._stderr_done = anyio.Event()
         self.values = WireValues(pack, generation, bulk, settings.max_output_bytes, self._send)
@@ -144,11 +148,17 @@ class WorkerProcess:
             raise PackStartFailed(self.pack, f"could not start its worker: {exc}") from None
         self._worker = worker
         self.pid = worker.pid
-        first_send, first_recv = anyio.create_memory_object_stream[Any](1)
-        self._first = first_send
+        try:  # the host runs on asyncio: a call's wait is then one loop future
+            self._loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
+        first = self._first = Mailbox(self._loop)
+        self._liveness = liveness(worker)
+        self._channel = open_channel(worker.stream, self.codec, self._dispatch)
         self.alive = True
         tg.start_soon(self._read_stderr)
         tg.start_soon(self._read_frames)
+        tg.start_soon(self._watchdog.run)
         offered = {*HOST_CAPABILITIES, *([CAP_SHARED_MEMORY] if worker.shares_memory else [])}
         if self.broker is None:
             offered.discard(CAP_BROKER)
@@ -165,7 +175,7 @@ class WorkerProcess:
         await self._send(hello)
         msg: Any = None
         with anyio.move_on_after(s.start_timeout):
-            msg = await first_recv.receive()
+            msg = await first.get()
         if msg is None:
             await self.kill()
             raise PackStartFailed(
@@ -196,7 +206,7 @@ class WorkerProcess:
     def usable(self) -> bool:
         """Whether a call may be handed to this worker: it runs, and neither its process's exit
         nor the end of its connection is seen yet (by a look, before the reader gets there)."""
-        if self.alive and self._worker is not None and ended(self._worker):
+        if self.alive and self._liveness is not None and self._liveness.ended():
             self._mark_gone()
         return self.alive
 
@@ -255,23 +265,11 @@ class WorkerProcess:
         self._stderr_done.set()
 
     async def _read_frames(self) -> None:
-        assert self._worker is not None
-        reader = BufferedByteReceiveStream(self._worker.stream)
+        """Until the stream ends (the channel dispatches each message as it comes), then the
+        worker's death is processed."""
+        assert self._channel is not None
         try:
-            while True:
-                header = await reader.receive_exactly(HEADER)
-                size = self.codec.check_header(header)
-                msg = self.codec.decode(await reader.receive_exactly(size))
-                self._dispatch(msg)
-        except (
-            anyio.EndOfStream,
-            anyio.IncompleteRead,
-            anyio.ClosedResourceError,
-            anyio.BrokenResourceError,
-            OSError,
-            ProtocolError,
-        ):
-            pass
+            await self._channel.run()
         finally:
             with anyio.CancelScope(shield=True):
                 await self._died()
@@ -282,7 +280,7 @@ class WorkerProcess:
             return
         if isinstance(msg, Welcome | Refused):
             if self._first is not None:
-                self._first.send_nowait(msg)
+                self._first.put(msg)
                 self._first = None
             return
         if isinstance(msg, Stats):
@@ -297,13 +295,11 @@ class WorkerProcess:
         cid = getattr(msg, "id", None)
         if not isinstance(cid, int) or (target := self.pending.get(cid)) is None:
             return  # a late message of a call that already ended
-        try:
-            target.send_nowait(msg)
-        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-            self.pending.pop(cid, None)
+        target.put(msg)
 
     async def _died(self) -> None:
         self._mark_gone()
+        self._watchdog.stop()
         if self.broker is not None:
             self.broker.detach(self.shm_prefix)
         if self._worker is not None:
@@ -317,10 +313,9 @@ class WorkerProcess:
             err = PackCrashed(
                 self.pack, self.returncode, self.tail(), f"'{during}'" if during else ""
             )
-            with contextlib.suppress(anyio.BrokenResourceError, anyio.ClosedResourceError):
-                target.send_nowait(err)
+            target.put(err)
         if self._first is not None:
-            self._first.send_nowait(PackCrashed(self.pack, self.returncode, self.tail()))
+            self._first.put(PackCrashed(self.pack, self.returncode, self.tail()))
             self._first = None
         if self._worker is not None:
             await self._worker.stream.aclose()
@@ -331,10 +326,8 @@ class WorkerProcess:
         self._exited.set()
 
     async def _send(self, msg: object) -> None:
-        assert self._worker is not None
-        frame = self.codec.encode(msg)
-        async with self._send_lock:
-            await self._worker.stream.send(bytes(frame))
+        assert self._channel is not None
+        await self._channel.send(self.codec.encode(msg))
 
     async def stop(self) -> None:
         """Ask the worker to exit; kill it if it does not within a few seconds."""
@@ -378,9 +371,9 @@ class WorkerProcess:
         if foreign:
             raise HandlesGone(self.pack, self.generation, foreign)
         cid = next(self._ids)
-        send, recv = anyio.create_memory_object_stream[Any](math.inf)
+        box = Mailbox(self._loop)
         self.last_active = time.monotonic()
-        self.pending[cid] = send
+        self.pending[cid] = box
         self.running[cid] = node_type
         if not self.alive:
             self.pending.pop(cid, None)
@@ -402,19 +395,19 @@ class WorkerProcess:
                     secrets=self._secrets(params, node_type) if self._secrets is not None else {},
                 )
             )
-            with anyio.fail_after(timeout):
-                return await self._await_result(node_type, node_id, recv, on_event)
+            self._watchdog.arm(box, timeout)
+            return await self._await_result(node_type, node_id, box, on_event)
         except TimeoutError:
             # the call is timed out, not its worker: only a call that ignores its cancel past
             # the grace takes the worker (and the worker's other calls) down with it
             with anyio.CancelScope(shield=True):
-                settled, _ = await self._cancel(cid, recv)
+                settled, _ = await self._cancel(cid, box)
                 if not settled:
                     await self.kill()
             raise CallTimedOut(self.pack, node_type, timeout, stopped=not settled) from None
         except anyio.get_cancelled_exc_class():
             with anyio.CancelScope(shield=True):
-                settled, failed = await self._cancel(cid, recv)
+                settled, failed = await self._cancel(cid, box)
                 if not settled:
                     # it ignored the cancel past the grace: stop it, as on a timeout, so
                     # abandoned calls never pile up in it (the next call gets a fresh one)
@@ -433,10 +426,15 @@ class WorkerProcess:
         self,
         node_type: str,
         node_id: str,
-        recv: MemoryObjectReceiveStream[Any],
+        box: Mailbox,
         on_event: EventCallback | None,
     ) -> dict[str, HostValue]:
-        async for msg in recv:
+        """The call's events (to ``on_event``), until its end; ``TimeoutError`` past its
+        deadline (the watchdog's word)."""
+        while True:
+            msg = await box.get()
+            if msg is TIMED_OUT:
+                raise TimeoutError
             match msg:
                 case Progress() | Preview() | Stream():
                     if on_event is not None:
@@ -455,11 +453,8 @@ class WorkerProcess:
                     raise CallCancelledError(f"'{node_type}' was cancelled")
                 case PackCrashed():
                     raise msg
-        raise PackCrashed(self.pack, self.returncode, self.tail(), f"'{node_type}'")
 
-    async def _cancel(
-        self, cid: int, recv: MemoryObjectReceiveStream[Any]
-    ) -> tuple[bool, Failed | None]:
+    async def _cancel(self, cid: int, box: Mailbox) -> tuple[bool, Failed | None]:
         """Ask the call to stop: whether it settled within the grace period, and its failure
         when the node had failed on its own before the cancel reached it (its answer was in,
         or on its way: a sibling's failure that cancels this call must not hide it)."""
@@ -470,7 +465,8 @@ class WorkerProcess:
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, OSError):
             return True, None
         with anyio.move_on_after(self.settings.cancel_grace):
-            async for msg in recv:
+            while True:
+                msg = await box.get()
                 if isinstance(msg, Done | Failed | CallCancelled | PackCrashed):
                     if isinstance(msg, Done):
                         await self.release(owned_handles(msg.outputs.values()))
