@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -33,8 +34,14 @@ def echo_graph(text: str) -> dict[str, Any]:
     )
 
 
-def events(ws_url: str, run_id: str, timeout: float = 120) -> list[dict[str, Any]]:
-    """Every message of a run's stream until the server ends it."""
+def events(
+    ws_url: str,
+    run_id: str,
+    timeout: float = 120,
+    on_snapshot: Callable[[], object] | None = None,
+) -> list[dict[str, Any]]:
+    """Every message of a run's stream until the server ends it; ``on_snapshot`` is called once
+    the first message (the snapshot: the stream is subscribed) has come."""
     out = []
     with connect(f"{ws_url}/v1/runs/{run_id}/events", open_timeout=30) as ws:
         while True:
@@ -44,6 +51,8 @@ def events(ws_url: str, run_id: str, timeout: float = 120) -> list[dict[str, Any
                 break
             msg = json.loads(raw)
             out.append(msg)
+            if on_snapshot is not None and len(out) == 1:
+                on_snapshot()
             if msg["type"] in TERMINAL:
                 with contextlib.suppress(Exception):
                     ws.recv(timeout=10)

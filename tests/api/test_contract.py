@@ -219,9 +219,11 @@ def test_6_live_queue(client, server):
 
 
 # 7. the events websocket -----------------------------------------------------------------------
-def test_7_event_stream(client, server, red_png):
-    r = client.post("/v1/runs", json=body("s", node("s", "testpack/spam", {"events": 300})))
-    msgs = events(server.ws, r.json()["runId"])
+def test_7_event_stream(client, server, red_png, tmp_path):
+    gate = tmp_path / "subscribed"  # the node reports once the stream is subscribed
+    spam = node("s", "testpack/spam", {"events": 300, "gate": str(gate)})
+    r = client.post("/v1/runs", json=body("s", spam))
+    msgs = events(server.ws, r.json()["runId"], on_snapshot=gate.touch)
     types = [m["type"] for m in msgs]
     assert types[0] == "snapshot" and msgs[0]["state"]["runId"] == r.json()["runId"]
     assert types[-1] == "run_done" and types.count("run_done") == 1

@@ -32,6 +32,7 @@ class Run:
         self.finished: list[tuple[str, bool]] = []
         self.takes: list[Any] = []
         self.published: list[Any] = []
+        self.unsaved_takes: list[Any] = []  # the target's, stored with the run's end
 
     def node_finished(self, node_id: str, cached: bool) -> None:
         self.finished.append((node_id, cached))
@@ -56,7 +57,9 @@ class Recorder:
     def _no_read(self, key: str) -> list[TakeRecord]:
         raise AssertionError("the store was read again for takes just recorded")
 
-    def record(self, run_id: str, node: Any, values: dict[str, Any], graph: Any) -> list[Any]:
+    def record(
+        self, run_id: str, node: Any, values: dict[str, Any], graph: Any, *, rows: bool = True
+    ) -> list[Any]:
         self.recorded.append(node.id)
         return [RECORD]
 
@@ -79,6 +82,7 @@ async def test_a_node_that_ran_is_announced_with_the_takes_it_recorded() -> None
     node = SimpleNamespace(id="n", key="k", descriptor=SimpleNamespace(output_kind="text"))
     outputs = await executor.execute(node, {}, None)  # type: ignore[arg-type]
     assert recorder.recorded == ["n"]
+    assert run.unsaved_takes == [RECORD]  # the target's rows go in with the run's end
     listener.node_finished(node, outputs, cached=False)  # type: ignore[arg-type]
     assert run.finished == [("n", False)]
     assert run.takes == [take_view(RECORD)]

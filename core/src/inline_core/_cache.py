@@ -79,7 +79,7 @@ class OutputCache:
 
     def is_pinned(self, key: str) -> bool:
         """Whether ``key`` is pinned."""
-        return self._pins[key] > 0
+        return self._pins.get(key, 0) > 0
 
     def clear(self) -> None:
         """Drop every entry, pinned or not (pins themselves stay)."""
@@ -118,14 +118,16 @@ class OutputCache:
     def _shrink(self) -> None:
         if not self._over():
             return
-        for key in [k for k in self._entries if not self._pins[k]]:
-            outputs = self._entries.pop(key, None)
-            if outputs is None:  # an on_evict hook already took it out
-                continue
+        pins = self._pins
+        # least recently used first, past the pinned ones: one unpinned key at a time, the walk
+        # begun anew after each eviction (an on_evict hook may change the entries)
+        while self._over():
+            key = next((k for k in self._entries if not pins.get(k)), None)
+            if key is None:
+                return  # everything left is pinned
+            outputs = self._entries.pop(key)
             self._bytes -= self._sizes.pop(key, 0)
             self._evicted(key, outputs)
-            if not self._over():
-                return
 
     def _evicted(self, key: str, outputs: Outputs) -> None:
         if self.on_evict is not None:

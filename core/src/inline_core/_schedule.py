@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Any, Final, Protocol
 
 import anyio
-import anyio.abc
 
 from ._cache import OutputCache
 from ._errors import NodeFailed, StaleInput
@@ -122,9 +121,7 @@ async def execute_plan(
         outputs: dict[str, Any] | None = None
         try:
             with run.scope:
-                async with anyio.create_task_group() as run.timers:
-                    outputs = await run.pull(plan.target)
-                    run.timers.cancel_scope.cancel()  # a grace still counting ends with the run
+                outputs = await run.pull(plan.target)
         except BaseExceptionGroup as group:
             raise _first_of(group) from None
         if outputs is None or run.failures:
@@ -162,11 +159,10 @@ class _Run:
         self.by_key: dict[str, dict[str, Any]] = {}
         #: Every node failure so far, in the order they happened.
         self.failures: list[NodeFailed] = []
-        #: Cancelled once a node failed and the grace is over: it ends every call in flight.
+        #: Cancelled once a node failed and the grace is over (its deadline): it ends every
+        #: call in flight.
         self.scope = anyio.CancelScope()
         self.sibling_grace = sibling_grace
-        #: Where the grace counts (set by ``execute_plan``).
-        self.timers: anyio.abc.TaskGroup | None = None
 
     async def pull(self, node_id: str) -> dict[str, Any] | None:
         """The node's outputs: from the cache, or computed after pulling its inputs; None when
@@ -205,9 +201,12 @@ class _Run:
         async def pull_into(dep: str) -> None:
             got.append(await self.pull(dep))
 
-        async with anyio.create_task_group() as tg:
-            for dep in node.deps:
-                tg.start_soon(pull_into, dep, name=f"inline node {dep}")
+        if len(node.deps) == 1:  # nothing to run beside it: no task group (and its tasks)
+            await pull_into(node.deps[0])
+        elif node.deps:
+            async with anyio.create_task_group() as tg:
+                for dep in node.deps:
+                    tg.start_soon(pull_into, dep, name=f"inline node {dep}")
         if self.failures or any(outputs is None for outputs in got):
             return None  # nothing starts once the run has failed
         replans = 0
@@ -234,15 +233,10 @@ class _Run:
         self.listener.node_failed(node, failure)
         if len(self.failures) > 1:
             return  # the first failure ends the run already
-        if self.sibling_grace <= 0 or self.timers is None:
+        if self.sibling_grace <= 0:
             self.scope.cancel()
-        else:
-            self.timers.start_soon(self._end_after_grace, name="inline sibling grace")
-
-    async def _end_after_grace(self) -> None:
-        """The calls still in flight a grace after the first failure are cancelled."""
-        await anyio.sleep(self.sibling_grace)
-        self.scope.cancel()
+        else:  # the calls still in flight a grace after the first failure are cancelled
+            self.scope.deadline = anyio.current_time() + self.sibling_grace
 
     async def _pull_again(
         self, sources: tuple[str, ...], used: dict[str, dict[str, Any] | None]

@@ -33,9 +33,10 @@ def validate(graph: Graph, target: str, catalog: NodeCatalog) -> None:
     extra: list[Issue] = []
     if graph.node(target) is None:
         issues.append(_issue(f"No node with id {target!r}.", target, _paths.TARGET))
-    known = list(catalog.node_types()) if isinstance(catalog, ListingCatalog) else []
-    for n in graph.nodes:
-        if entries[n.id] is None:
+    unknown = [n for n in graph.nodes if entries[n.id] is None]
+    if unknown:  # the catalog is listed (a Protocol check, not cheap) only to word suggestions
+        known = list(catalog.node_types()) if isinstance(catalog, ListingCatalog) else []
+        for n in unknown:
             message = f"Unknown node type {n.type!r}.{did_you_mean(n.type, known)}"
             issues.append(_issue(message, n.id, f"{_paths.node(n.index)}.type"))
     for n in graph.nodes:

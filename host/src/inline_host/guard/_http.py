@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import json
 from collections.abc import Iterable
@@ -50,6 +51,7 @@ def split_host(authority: str) -> str:
     return authority
 
 
+@functools.lru_cache(maxsize=256)  # a few names in practice; bounded against hostile ones
 def _is_loopback(host: str) -> bool:
     if host == "localhost" or host.endswith(".localhost"):
         return True

@@ -53,6 +53,10 @@ class InputPaths:
         self._memo: dict[tuple[str, int, int, int], str] = {}
         self._lock = threading.Lock()
 
+    def names_paths(self, params: Any) -> bool:
+        """Whether ``params`` hold a path reference at all (then planning reads files)."""
+        return next(path_refs(params, ""), None) is not None
+
     def fingerprint(self, node: GraphNode) -> str | None:
         """Content hashes of the files ``node``'s params name; raises ``GraphInvalid`` (422)
         naming the node and the param for a path that may not be read."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -46,7 +47,7 @@ from ..guard import (
 from ..models import ModelCatalogs, budget_of, serve_descriptor
 from ..workers import Broker, SecretsReader, Supervisor, WorkerLauncher
 from ._blobs import BlobStore
-from ._model_files import ModelStamps, model_files
+from ._model_files import ModelStamps, PlanReads, model_files
 from ._slots import NodeSlots
 from ._store import TakeSource
 
@@ -171,7 +172,9 @@ class Engine:
         self.inputs = InputPaths(settings.input_roots, settings.cwd, settings.max_upload_bytes)
         #: The model files a node loads enter its cache key by a stamp of their content.
         self.model_stamps = ModelStamps()
+        self._lock_path = str(settings.data_dir / "packs.lock")
         self._seen_lock = self._lock_stamp()
+        self.plan_reads = PlanReads()
         # reload_registry's single flight: callers so far, and the load running
         self._reloads_asked = 0
         self._reloading: _Reload | None = None
@@ -200,6 +203,7 @@ class Engine:
             async with anyio.create_task_group() as tg:
                 engine = cls(settings, registry, tg, secrets=secrets)
                 try:
+                    await anyio.to_thread.run_sync(engine.blobs.make_folders)
                     yield engine
                 finally:
                     await engine.supervisor.aclose()
@@ -233,7 +237,7 @@ class Engine:
     # packs ------------------------------------------------------------------------------------
     def _lock_stamp(self) -> int:
         try:
-            return (self.settings.data_dir / "packs.lock").stat().st_mtime_ns
+            return os.stat(self._lock_path).st_mtime_ns
         except OSError:
             return 0
 
@@ -317,6 +321,11 @@ class Engine:
         return "r_" + h.hexdigest()[:8]
 
     # runs -------------------------------------------------------------------------------------
+    def reads_files(self, request: Any) -> bool:
+        """Whether planning ``request`` may read files or take long (see ``PlanReads``): then
+        it is planned in a worker thread, any other plan on the event loop."""
+        return self.plan_reads.check(self.registry, self.inputs, request)
+
     def prepare(self, request: Any) -> Plan:
         """Parse, validate and plan a run request; raises the kernel's typed errors (params a
         call could not carry to its worker are refused here, not when the node runs)."""

@@ -20,7 +20,7 @@ from ._engine import PackExecutor
 from ._events import NodeDoneEvent
 from ._live import LiveRun
 from ._store import TakeRecord
-from ._takes import TakeRecorder, has_takes, take_bytes, take_ports
+from ._takes import TakeRecorder, all_small_text, has_takes, take_bytes, take_ports
 from ._views import Take
 
 #: Reads a media value's bytes (from shared memory without a copy where it can).
@@ -115,9 +115,20 @@ class TakingExecutor:
         if ports:
             values = {port: take_bytes(outputs[port].value, self.read) for port in ports}
             graph = run.request.get("graph")
-            self.recorded[node.id] = await anyio.to_thread.run_sync(
-                lambda: self.recorder.record(run.id, node, values, graph)
-            )
+            recorder = self.recorder
+            if all_small_text(values):  # a small file and a row each: cheaper than a thread hop
+                records = recorder.record(run.id, node, values, graph, rows=False)
+                if node.id == run.target:
+                    # the run's last node: its rows go in with the run's end, one transaction
+                    # (nothing waits between here and there: no one sees the take unstored)
+                    run.unsaved_takes.extend(records)
+                elif not recorder.rows_now(run.id, records):
+                    await anyio.to_thread.run_sync(recorder.store.add_takes, run.id, records)
+            else:  # media bytes: written off the event loop
+                records = await anyio.to_thread.run_sync(
+                    lambda: recorder.record(run.id, node, values, graph)
+                )
+            self.recorded[node.id] = records
         return outputs
 
 

@@ -1,4 +1,9 @@
-"""The run store behind a gate: every call off the event loop, failures kept and reported.
+"""The run store behind a gate: short writes on the loop, waits off it, failures kept and reported.
+
+A call runs on the event loop when it can write at once (WAL, ``synchronous=NORMAL``: a commit
+is tens of microseconds, less than the hop to a worker thread); when it would wait (another
+connection holds the write lock, another thread is in the store) or while the store is
+failing, it runs in a worker thread, so the loop never waits on a lock.
 
 A write that fails (a full disk, a database locked by another process) never escapes as a
 crash: submits get ``StorageFailing`` (503), a run's end that could not be written is kept and
@@ -17,7 +22,7 @@ from typing import Any
 import anyio
 
 from .._errors import InlineHostError
-from ._store import RunStore, StoredRun
+from ._store import RunStore, StoredRun, TakeRecord
 
 log = logging.getLogger("inline.runs")
 #: What a failing store raises (a full disk, a locked or broken database).
@@ -37,31 +42,49 @@ class StoreGate:
         self.store = store
         #: Why the store is failing now (None while it works).
         self.error: str | None = None
-        self._unwritten: deque[tuple[str, str, dict[str, Any], StoredRun | None]] = deque()
+        self._unwritten: deque[
+            tuple[str, str, dict[str, Any], StoredRun | None, tuple[TakeRecord, ...]]
+        ] = deque()
 
     def failed(self, exc: BaseException) -> None:
         self.error = f"{type(exc).__name__}: {exc}"
         log.error("the run store is failing: %s", self.error)
 
     async def call(self, fn: Callable[..., Any], *args: Any) -> Any:
-        """``fn(*args)`` in a worker thread; a failing store raises ``StorageFailing``."""
+        """``fn(*args)``, a call of the store: at once when it need not wait, else in a worker
+        thread; a failing store raises ``StorageFailing``."""
         try:
+            if self.error is None:
+                done, result = self.store.attempt(fn, *args)
+                if done:
+                    return result
             return await anyio.to_thread.run_sync(fn, *args)
         except STORAGE_ERRORS as exc:
             self.failed(exc)
             raise StorageFailing(f"The run store is failing ({exc}); retry later.") from None
 
     async def settle(
-        self, run_id: str, status: str, doc: Callable[[], dict[str, Any]], new: StoredRun | None
+        self,
+        run_id: str,
+        status: str,
+        doc: Callable[[], dict[str, Any]],
+        new: StoredRun | None,
+        takes: tuple[TakeRecord, ...] = (),
     ) -> BaseException | None:
-        """Write a run's end (after any kept earlier); the store's error, or None. A refused
-        end is kept (with ``doc()`` taken again, the caller may have changed the run)."""
+        """Write a run's end (after any kept earlier), with ``takes`` (its last node's, not
+        written yet); the store's error, or None. A refused end is kept (with ``doc()`` taken
+        again, the caller may have changed the run)."""
+        store = self.store
         try:
+            if self.error is None and not self._unwritten:  # at once: nothing to wait for
+                done, _ = store.attempt(store.settle, run_id, status, doc(), new=new, takes=takes)
+                if done:
+                    return None
             with anyio.CancelScope(shield=True):  # never half-done, even at shutdown
                 await self._flush()
                 state = doc()
                 await anyio.to_thread.run_sync(
-                    lambda: self.store.settle(run_id, status, state, new=new)
+                    lambda: store.settle(run_id, status, state, new=new, takes=takes)
                 )
         except STORAGE_ERRORS as exc:
             self.failed(exc)
@@ -69,9 +92,16 @@ class StoreGate:
         self.error = None
         return None
 
-    def keep(self, run_id: str, status: str, doc: dict[str, Any], new: StoredRun | None) -> None:
+    def keep(
+        self,
+        run_id: str,
+        status: str,
+        doc: dict[str, Any],
+        new: StoredRun | None,
+        takes: tuple[TakeRecord, ...] = (),
+    ) -> None:
         """Keep a run's end to write once the store works again."""
-        self._unwritten.append((run_id, status, doc, new))
+        self._unwritten.append((run_id, status, doc, new, takes))
 
     async def status(self) -> str | None:
         """Why the store is failing, or None; a failing store is probed (and what it refused
@@ -89,8 +119,8 @@ class StoreGate:
 
     async def _flush(self) -> None:
         while self._unwritten:
-            run_id, status, doc, new = self._unwritten[0]
+            run_id, status, doc, new, takes = self._unwritten[0]
             await anyio.to_thread.run_sync(
-                lambda: self.store.settle(run_id, status, doc, new=new)  # noqa: B023
+                lambda: self.store.settle(run_id, status, doc, new=new, takes=takes)  # noqa: B023
             )
             self._unwritten.popleft()

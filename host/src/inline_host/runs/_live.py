@@ -19,7 +19,7 @@ from ._events import (
     ProgressEvent,
     RunEvent,
 )
-from ._store import StoredRun
+from ._store import StoredRun, TakeRecord
 from ._views import NodeState, RunError, RunState, Take
 
 TERMINAL = frozenset({"done", "error", "cancelled"})
@@ -62,6 +62,9 @@ class LiveRun:
         self.followers: list[LiveRun] = []
         self.registry_version = ""
         self.unsaved: StoredRun | None = None
+        #: The target's takes, whose files are written and whose rows go in with the run's end
+        #: (one transaction: see ``TakingExecutor``).
+        self.unsaved_takes: list[TakeRecord] = []
         self._last_progress = 0.0
         self._last_preview = 0.0
         self.plan = plan

@@ -34,6 +34,8 @@ SMALL_BYTES: Final = 4 << 20
 MAX_HEADER: Final = 100 << 20
 #: The most files of a model folder that are stamped (a folder with more is stamped by them).
 MAX_FILES: Final = 10_000
+#: Graphs with more nodes than this are planned in a worker thread whatever they read.
+LOOP_PLAN_NODES: Final = 64
 
 
 def model_files(registry: Any, node: Any, catalogs: Any) -> list[tuple[str, Path | None]]:
@@ -58,6 +60,58 @@ def model_files(registry: Any, node: Any, catalogs: Any) -> list[tuple[str, Path
             found.append(_find(catalogs, category, name))
     found += [_find(catalogs, m.category, m.file) for m in models if not m.param and m.file]
     return found
+
+
+class PlanReads:
+    """Tells the plans that touch the file system (or are large) from those that do not.
+
+    Planning hashes the files a param names (``{"ref": "path"}``, ``guard.InputPaths``) and
+    stamps the model files a node loads (``model_files``: catalogs listed, files stat-ed and
+    read once); such a plan is made in a worker thread. Any other plan is pure computation of
+    tens of microseconds, cheaper on the event loop than the hop to a thread.
+    """
+
+    def __init__(self) -> None:
+        #: Per node type of one registry, whether its nodes load model files.
+        self._memo: tuple[Any, dict[str, bool]] = (None, {})
+
+    def check(self, registry: Any, inputs: Any, request: Any) -> bool:
+        """Whether planning ``request`` against ``registry`` may read files (``inputs``: the
+        ``InputPaths`` that would hash them) or has more than ``LOOP_PLAN_NODES`` nodes."""
+        graph = request.get("graph") if isinstance(request, dict) else None
+        nodes = graph.get("nodes") if isinstance(graph, dict) else None
+        if not isinstance(nodes, list):
+            return False  # refused before anything is read
+        if len(nodes) > LOOP_PLAN_NODES:
+            return True
+        if self._memo[0] is not registry:
+            self._memo = (registry, {})
+        loads = self._memo[1]
+        for node in nodes:
+            if not isinstance(node, dict):
+                continue
+            kind = node.get("type")
+            if isinstance(kind, str):
+                known = loads.get(kind)
+                if known is None and registry.lookup(kind) is not None:  # known types only
+                    known = loads[kind] = _loads_models(registry, kind)
+                if known:
+                    return True
+            params = node.get("params")
+            if params and inputs.names_paths(params):
+                return True
+        return False
+
+
+def _loads_models(registry: Any, node_type: str) -> bool:
+    """Whether a node of ``node_type`` loads model files (the ones ``model_files`` finds)."""
+    entry = registry.lookup(node_type)
+    if entry is None:
+        return False
+    if any(p.options_from is not None for p in entry.descriptor.params):
+        return True
+    manifest = registry.node_manifest(node_type)
+    return manifest is not None and any(not m.param and m.file for m in manifest.models)
 
 
 def _find(catalogs: Any, category: str, name: str) -> tuple[str, Path | None]:

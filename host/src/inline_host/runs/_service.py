@@ -41,6 +41,7 @@ from ._events import (
 from ._execution import failure_message, node_path, take_view
 from ._gate import STORAGE_ERRORS, StorageFailing, StoreGate
 from ._live import TERMINAL, LiveRun
+from ._queue import WakingQueue
 from ._store import RunStore, StoredRun, TakeRecord, now_ms
 from ._stored import identify, new_run_id, stored_state
 from ._takes import TakeRecorder, TakeWriter
@@ -83,12 +84,12 @@ class RunService:
         writer = TakeWriter(engine.blobs, settings.data_dir / "takes", settings.cwd)
         self.recorder = TakeRecorder(writer, store)
         self.runs: dict[str, LiveRun] = {}
-        self.queue: deque[LiveRun] = deque()
-        self._queued = anyio.Event()
+        self.queue: WakingQueue[LiveRun] = WakingQueue()
         self._client_ids: dict[str, tuple[str, str]] = {}  # clientRunId -> (run id, hash)
         self._finished: deque[str] = deque()  # finished runs kept in memory, oldest first
         self.keep_finished = keep_finished
         self._inflight_targets: dict[str, LiveRun] = {}
+        self._leaders: set[LiveRun] = set()  # those of them that got followers (until settled)
         self._max = max(1, max_concurrent if max_concurrent is not None else settings.max_runs)
         self._tg: anyio.abc.TaskGroup | None = None
         self.on_settled: Callable[[LiveRun], None] | None = None
@@ -155,8 +156,11 @@ class RunService:
             raise RequestInvalid.of("The request body must be a JSON object.", "$")
         if too_deep(body):
             raise RequestInvalid.of(f"The request nests deeper than {MAX_NESTING} levels.", "$")
-        # planning hashes the files params name: off the event loop (guard.InputPaths)
-        planned = await anyio.to_thread.run_sync(self.engine.prepare, body)
+        # off the event loop where planning reads files (guard.InputPaths, model stamps)
+        if self.engine.reads_files(body):
+            planned = await anyio.to_thread.run_sync(self.engine.prepare, body)
+        else:
+            planned = self.engine.prepare(body)
         target = planned.target
         req_hash, stored_graph = identify(body["graph"], planned)
         client = body.get("clientRunId")
@@ -172,7 +176,10 @@ class RunService:
                     return existing_id, state.status if state else "queued", False
                 raise Conflict(f"clientRunId {client!r} was reused with a different graph.")
         # followers wait on leaders in flight (a finished leader's were run after it)
-        waiting = len(self.queue) + sum(len(r.followers) for r in self._inflight_targets.values())
+        inflight = self._inflight_targets
+        waiting = len(self.queue) + sum(
+            len(r.followers) for r in self._leaders if inflight.get(r.target_key) is r
+        )
         waiting += self._reserved  # passed this check, not queued yet (no await until here)
         if waiting >= self.engine.settings.max_queued:
             raise QueueFull(
@@ -255,10 +262,10 @@ class RunService:
         leader = self._inflight_targets.get(run.target_key)
         if leader is not None and not leader.finished and leader is not run:
             leader.followers.append(run)  # identical work in flight: settle right after it
+            self._leaders.add(leader)
             return
         self._inflight_targets[run.target_key] = run
-        self.queue.append(run)
-        self._queued.set()
+        self.queue.put(run)
 
     # queries ----------------------------------------------------------------------------------
     def state(self, run_id: str) -> RunState | None:
@@ -311,13 +318,17 @@ class RunService:
         return [take_view(t) for t in records]
 
     def take(self, take_id: str) -> TakeRecord | None:
-        """A stored take."""
-        return self.store.get_take(take_id)
+        """A stored take (or one announced whose row goes in with its run's end)."""
+        found = self.store.get_take(take_id)
+        if found is None:  # rare: a 404, or a run whose end waits on a busy store
+            unsettled = (r for r in self.runs.values() if r.unsaved_takes)
+            found = next((t for r in unsettled for t in r.unsaved_takes if t.id == take_id), None)
+        return found
 
     def take_file(self, record: TakeRecord) -> Path | None:
-        """The file holding a take's bytes, if present."""
-        path = self.engine.blobs.path(record.hash)
-        return path if path.is_file() else None
+        """The file holding a take's bytes, if present and whole (a small blob's bytes are
+        checked against its hash, once per process: see ``BlobStore``)."""
+        return self.engine.blobs.sound_path(record.hash)
 
     def take_data(self, take_id: str) -> bytes:
         """A take's bytes (blocking I/O: call it in a worker thread)."""
@@ -378,13 +389,7 @@ class RunService:
     # execution --------------------------------------------------------------------------------
     async def _serve(self) -> None:
         while True:
-            while not self.queue:
-                # the event is replaced only once set, so no executor waits on a stale one
-                event = self._queued
-                await event.wait()
-                if self._queued is event:
-                    self._queued = anyio.Event()
-            run = self.queue.popleft()
+            run = await self.queue.take()
             await self._execute(run)
             for follower in run.followers:
                 if not follower.finished:
@@ -461,15 +466,16 @@ class RunService:
         the store refused is written once the store works again (so a restart never resumes
         a run that already ended)."""
         run.status = status
-        new = run.unsaved
-        exc = await self.gate.settle(run.id, status, lambda: msgspec.to_builtins(run.state()), new)
+        new, takes = run.unsaved, tuple(run.unsaved_takes)
+        exc = await self.gate.settle(run.id, status, lambda: msgspec.to_builtins(run.state()),
+                                     new, takes)  # fmt: skip
         if exc is not None:
             log.error("run %s: cannot store its end (%s)", run.id, exc)
             if status != "error":
                 run.status = status = "error"
                 run.error = RunError(None, f"The run's result could not be stored: {exc}")
-            self.gate.keep(run.id, status, msgspec.to_builtins(run.state()), new)
-        run.unsaved = None
+            self.gate.keep(run.id, status, msgspec.to_builtins(run.state()), new, takes)
+        run.unsaved, run.unsaved_takes = None, []
         if status == "done":
             run.publish(RunDoneEvent(run_id=run.id))
         elif status == "cancelled":
@@ -482,6 +488,7 @@ class RunService:
             )
         if self._inflight_targets.get(run.target_key) is run:
             del self._inflight_targets[run.target_key]
+        self._leaders.discard(run)
         run.settled.set()
         if self.on_settled is not None:
             self.on_settled(run)

@@ -11,10 +11,10 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
 import msgspec
 
@@ -65,6 +65,10 @@ ADDED_COLUMNS: Final = {"scoped": "INTEGER NOT NULL DEFAULT 0"}
 
 #: How long a write waits for a lock held by another connection before it fails.
 BUSY_TIMEOUT_S = 5.0
+#: SQLite's primary result codes for "another connection holds the lock".
+_WOULD_WAIT: Final = frozenset({sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED})
+
+T = TypeVar("T")
 
 
 class TakeRecord(msgspec.Struct, frozen=True, kw_only=True):
@@ -125,8 +129,30 @@ class RunStore:
         self._db.execute("PRAGMA foreign_keys=ON")
         self._db.executescript(SCHEMA)
         self._migrate()
-        self._lock = threading.Lock()
+        # reentrant: ``attempt`` holds it around a call that takes it again
+        self._lock = threading.RLock()
         self._enc = msgspec.json.Encoder()
+
+    def attempt(self, fn: Callable[..., T], *args: Any, **kwargs: Any) -> tuple[bool, T | None]:
+        """``fn(*args, **kwargs)`` (a call of this store) on the calling thread, if it runs
+        without waiting: ``(True, its result)``; ``(False, None)``, with nothing written, when
+        another thread is in the store or another connection holds the database's write lock
+        (the caller then makes the call in a worker thread, which waits for it). The event
+        loop's short writes go through here: a commit in WAL mode is tens of microseconds."""
+        if not self._lock.acquire(blocking=False):
+            return False, None
+        try:
+            self._db.execute("PRAGMA busy_timeout=0")
+            try:
+                return True, fn(*args, **kwargs)
+            except sqlite3.OperationalError as exc:
+                if getattr(exc, "sqlite_errorcode", 0) & 0xFF in _WOULD_WAIT:
+                    return False, None  # refused at BEGIN (or rolled back): nothing written
+                raise
+            finally:
+                self._db.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+        finally:
+            self._lock.release()
 
     def _migrate(self) -> None:
         """Add the columns a database made by an older host lacks."""
@@ -179,7 +205,7 @@ class RunStore:
                 run.target,
                 run.status,
                 self._enc.encode(run.request),
-                self._enc.encode(run.state),
+                None if run.state is None else self._enc.encode(run.state),
                 run.client_run_id,
                 run.request_hash,
                 run.created_at,
@@ -188,12 +214,21 @@ class RunStore:
         )
 
     def settle(
-        self, run_id: str, status: str, state: dict[str, Any], *, new: StoredRun | None = None
+        self,
+        run_id: str,
+        status: str,
+        state: dict[str, Any],
+        *,
+        new: StoredRun | None = None,
+        takes: list[TakeRecord] | tuple[TakeRecord, ...] = (),
     ) -> None:
-        """Write a run's final status and state (and its row, for a run not stored yet)."""
+        """Write a run's final status and state (and its row, for a run not stored yet, and
+        the takes of its last node, linked to it), in one transaction."""
         with self._tx() as db:
             if new is not None:
                 self._insert(db, new)
+            if takes:
+                self._insert_takes(db, run_id, takes)
             db.execute(
                 "UPDATE runs SET status = ?, state = ?, finished_at = ? WHERE run_id = ?",
                 (status, self._enc.encode(state), now_ms(), run_id),
@@ -255,25 +290,33 @@ class RunStore:
     def add_takes(self, run_id: str, takes: list[TakeRecord]) -> None:
         """Store new takes and link them to ``run_id``, in one transaction."""
         with self._tx() as db:
-            for t in takes:
-                db.execute(
-                    "INSERT OR IGNORE INTO takes (take_id, run_id, node_id, port, kind, ext, uri,"
-                    " hash, params, cache_key, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-                    (
-                        t.id,
-                        t.run_id,
-                        t.node_id,
-                        t.port,
-                        t.kind,
-                        t.ext,
-                        t.uri,
-                        t.hash,
-                        self._enc.encode(t.params),
-                        t.cache_key,
-                        t.created_at,
-                    ),
-                )
-            self._link(db, run_id, [t.id for t in takes])
+            self._insert_takes(db, run_id, takes)
+
+    def _insert_takes(
+        self,
+        db: sqlite3.Connection,
+        run_id: str,
+        takes: list[TakeRecord] | tuple[TakeRecord, ...],
+    ) -> None:
+        for t in takes:
+            db.execute(
+                "INSERT OR IGNORE INTO takes (take_id, run_id, node_id, port, kind, ext, uri,"
+                " hash, params, cache_key, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (
+                    t.id,
+                    t.run_id,
+                    t.node_id,
+                    t.port,
+                    t.kind,
+                    t.ext,
+                    t.uri,
+                    t.hash,
+                    self._enc.encode(t.params),
+                    t.cache_key,
+                    t.created_at,
+                ),
+            )
+        self._link(db, run_id, [t.id for t in takes])
 
     def link_takes(self, run_id: str, take_ids: list[str]) -> None:
         """Attach existing takes (cache hits) to a run; idempotent."""

@@ -7,9 +7,7 @@ says (media for ``image``/``video``/``audio``, text for ``text``).
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import secrets
 import struct
 import zlib
@@ -20,7 +18,7 @@ from inline_core import PlannedNode
 from inline_sdk.protocol import MediaValue, TextValue
 
 from .._values import HostValue
-from ._blobs import BlobStore
+from ._blobs import SMALL, BlobStore
 from ._store import RunStore, TakeRecord, now_ms
 
 #: Media kinds whose values become takes.
@@ -61,6 +59,14 @@ class TakeWriter:
         self.blobs = blobs
         self.takes_dir = takes_dir
         self.cwd = cwd
+        self._dir = str(takes_dir)
+        # a take's uri: its path relative to the working dir where it is inside it
+        try:
+            self._uri_dir: str | None = str(takes_dir.relative_to(cwd))
+        except ValueError:
+            self._uri_dir = str(takes_dir)
+        if self._uri_dir == ".":
+            self._uri_dir = None
 
     def write(
         self,
@@ -76,19 +82,15 @@ class TakeWriter:
         params: dict[str, Any],
         graph: dict[str, Any] | None,
     ) -> TakeRecord:
-        """Store one output's bytes as a take."""
+        """Store one output's bytes as a take: the blob, then the take's own name for it (a
+        fresh random id, so it links straight to its final name)."""
         if ext == "png":
             data = png_with_recipe(
                 data, node_id=node_id, node_type=node_type, params=params, graph=graph
             )
-        bid = self.blobs.put_bytes(data)
         take_id = new_take_id()
-        path = self.takes_dir / f"{take_id}.{ext}"
-        self._link(self.blobs.path(bid), path)
-        try:
-            uri = str(path.relative_to(self.cwd))
-        except ValueError:
-            uri = str(path)
+        name = f"{take_id}.{ext}"
+        bid = self.blobs.put_linked(data, f"{self._dir}/{name}")
         return TakeRecord(
             id=take_id,
             run_id=run_id,
@@ -96,24 +98,12 @@ class TakeWriter:
             port=port,
             kind=kind,
             ext=ext,
-            uri=uri,
+            uri=name if self._uri_dir is None else f"{self._uri_dir}/{name}",
             hash=bid,
             params=params,
             cache_key=cache_key,
             created_at=now_ms(),
         )
-
-    def _link(self, blob: Path, path: Path) -> None:
-        """A named, extension-bearing file for the take: a hard link to the blob (or a copy)."""
-        self.takes_dir.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        try:
-            os.link(blob, tmp)
-        except OSError:
-            tmp.write_bytes(blob.read_bytes())
-        os.replace(tmp, path)
 
 
 def take_ports(node: PlannedNode, outputs: dict[str, Any], *, is_target: bool) -> list[str]:
@@ -149,8 +139,11 @@ class TakeRecorder:
         node: PlannedNode,
         values: dict[str, tuple[str, str, bytes | memoryview]],
         graph: dict[str, Any] | None,
+        *,
+        rows: bool = True,
     ) -> list[TakeRecord]:
-        """Store ``values`` (port -> kind, ext, bytes) as takes of ``run_id`` (blocking I/O)."""
+        """Store ``values`` (port -> kind, ext, bytes) as takes of ``run_id`` (blocking I/O):
+        their files, and (``rows``) their rows, else the caller stores those."""
         records = [
             self.writer.write(
                 run_id=run_id,
@@ -166,9 +159,14 @@ class TakeRecorder:
             )
             for port, (kind, ext, data) in values.items()
         ]
-        if records:
+        if records and rows:
             self.store.add_takes(run_id, records)
         return records
+
+    def rows_now(self, run_id: str, records: list[TakeRecord]) -> bool:
+        """Store the rows of takes ``record`` wrote, if the store takes them without waiting
+        (``RunStore.attempt``); False when the caller must store them off the event loop."""
+        return not records or self.store.attempt(self.store.add_takes, run_id, records)[0]
 
     def reuse(self, run_id: str, node: PlannedNode) -> list[TakeRecord]:
         """The takes stored for ``node``'s cache key, linked to ``run_id`` (a cache hit)."""
@@ -176,6 +174,12 @@ class TakeRecorder:
         if records:
             self.store.link_takes(run_id, [t.id for t in records])
         return records
+
+
+def all_small_text(values: dict[str, tuple[str, str, bytes | memoryview]]) -> bool:
+    """Whether every value is text of a few bytes (recorded without leaving the event loop:
+    one small file and one row each, tens of microseconds)."""
+    return all(kind == "text" and len(data) < SMALL for kind, _, data in values.values())
 
 
 def take_bytes(value: Any, read: Any) -> tuple[str, str, bytes | memoryview]:

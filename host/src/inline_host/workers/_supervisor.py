@@ -169,9 +169,11 @@ class Supervisor:
         )
 
     def release_soon(self, values: list[HostValue]) -> None:
-        """Release ``values`` in the background (from synchronous code, such as an eviction)."""
-        if values:
-            self._tg.start_soon(self.release, values)
+        """Release ``values`` in the background (from synchronous code, such as an eviction);
+        values that own nothing in a worker (text, inline bytes) need no task."""
+        owning = [hv for hv in values if owned_handles([hv.value])]
+        if owning:
+            self._tg.start_soon(self.release, owning)
 
     async def release(self, values: list[HostValue]) -> None:
         """Release the worker-side resources behind ``values`` (handles, shm regions)."""

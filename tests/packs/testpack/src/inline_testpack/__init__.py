@@ -197,7 +197,13 @@ def spam(
     prompt: Annotated[str | None, Port("Prompt")] = None,
     *,
     events: Annotated[int, Param("Events", min=1)] = 2000,
+    gate: Annotated[str, Param("Gate file")] = "",
 ) -> Annotated[Image, Output("image", "Image")]:
+    """``events`` progress reports as fast as it can; first, with ``gate``, it waits until that
+    file exists (so a test can subscribe before the first) or the call is cancelled."""
+    while gate and not os.path.exists(gate):
+        if ctx.wait_cancelled(0.01):
+            ctx.check_cancelled()
     for i in range(events):
         ctx.progress(i + 1, events, status="x" * 2000)
     return Image(b"\x89PNG\r\n\x1a\nspam" + str(events).encode())
