@@ -5,8 +5,10 @@ pickers narrowed by the declared architecture, each folder's config read once pe
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -18,6 +20,21 @@ from inline_host.hub import HostedNode
 from inline_host.models import ModelCatalogs, llm_entries, serve_descriptor
 from inline_sdk import Context, Image, Output, Param, Port, node
 from inline_sdk.chat import ChatCompletion, Completion
+
+
+@contextlib.contextmanager
+def counted_reads() -> Iterator[list[Path]]:
+    """Every file ``Path.read_text`` reads inside the block."""
+    reads: list[Path] = []
+    original = Path.read_text
+
+    def counting(self: Path, *args: Any, **kwargs: Any) -> str:
+        reads.append(self)
+        return original(self, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Path, "read_text", counting)
+        yield reads
 
 
 def _chat_params(model: Any) -> Any:
@@ -147,15 +164,7 @@ def test_llm_pickers_are_narrowed_by_the_declared_architecture(tmp_path: Path) -
     (t5 / "config.json").write_text(json.dumps({"architectures": ["LlamaForCausalLM"]}))
     os.utime(t5 / "config.json", ns=(1, 1))
     assert llm_entries(catalogs, "causal") == ("qwen", "t5")
-    reads: list[Path] = []
-    original = Path.read_text
-
-    def counting(self: Path, *args: Any, **kwargs: Any) -> str:
-        reads.append(self)
-        return original(self, *args, **kwargs)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Path, "read_text", counting)
+    with counted_reads() as reads:
         for _ in range(3):
             assert llm_entries(catalogs, "causal") == ("qwen", "t5")
     assert reads == []
@@ -212,15 +221,7 @@ async def test_the_chat_route_refreshes_and_keeps_what_it_read(tmp_path: Path) -
     listed = {m.id: m.available for m in await models.chat_models()}
     assert listed == {"qwen": True, "acme/big": True}  # other/x: no node runs it
     listed_before = engine.registry.listed
-    reads: list[Path] = []
-    original = Path.read_text
-
-    def counting(self: Path, *args: Any, **kwargs: Any) -> str:
-        reads.append(self)
-        return original(self, *args, **kwargs)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Path, "read_text", counting)
+    with counted_reads() as reads:
         for _ in range(3):
             assert await models.chat_model("acme/big") is not None
             assert await models.chat_model("qwen") is not None
