@@ -4,6 +4,7 @@ second, whether the host's reader saw its end or not."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import select
 import signal
@@ -68,3 +69,29 @@ async def test_a_worker_dead_between_two_calls_is_never_sent_the_second(settings
             fresh = supervisor.workers()["testpack"]
             assert fresh is not dead and fresh.pid != dead.pid
             assert not dead.alive
+
+
+@pytest.mark.parametrize("loop", ["asyncio", "uvloop"])
+def test_a_worker_asking_the_broker_gets_its_answer(settings, loop):
+    """A broker request arrives on the frame channel outside any task (in the protocol's
+    callback) and its answer is a task of the worker's: the call completes and the worker
+    lives on, on a loop run as uvicorn runs the server's (``asyncio.run`` or uvloop's, not
+    anyio's runner, which would have told every callback its library)."""
+
+    async def main() -> None:
+        async with Engine.open(settings) as engine:
+            supervisor = engine.supervisor
+            for mib in (1, 2):
+                out = await supervisor.call("testpack", "testpack/place", "p", {"mib": mib}, {})
+                value = out["text"].value
+                assert isinstance(value, TextValue) and value.text == "cpu"
+            first = supervisor.workers()["testpack"].pid
+            assert await slept(supervisor, "after") == "slept 0.0 (after)"
+            assert supervisor.workers()["testpack"].pid == first
+
+    if loop == "uvloop":
+        import uvloop
+
+        uvloop.run(main())
+    else:
+        asyncio.run(main())

@@ -23,6 +23,11 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 from inline_sdk import FrameTooLarge, ProtocolError
 from inline_sdk.protocol import HEADER, FrameCodec
 
+try:  # what anyio asks first which async library runs (where sniffio is installed)
+    from sniffio import current_async_library_cvar as LIBRARY
+except ModuleNotFoundError:  # then anyio asks asyncio for its running loop, which works anyway
+    LIBRARY = None
+
 #: Called with each message, in the order the worker sent them.
 Dispatch = Callable[[Any], None]
 
@@ -102,6 +107,18 @@ class FrameProtocol(asyncio.Protocol):
 
     # reading ---------------------------------------------------------------------------------
     def data_received(self, data: bytes | bytearray) -> None:
+        # A protocol callback runs in no task, where sniffio cannot tell anyio its backend:
+        # the dispatch may start tasks (the broker's answers) or set events, so it is told.
+        if LIBRARY is None:
+            self._received(data)
+            return
+        token = LIBRARY.set("asyncio")
+        try:
+            self._received(data)
+        finally:
+            LIBRARY.reset(token)
+
+    def _received(self, data: bytes | bytearray) -> None:
         buf = self._buf
         if buf:
             buf += data

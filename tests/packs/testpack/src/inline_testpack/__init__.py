@@ -10,7 +10,18 @@ import time
 import weakref
 from typing import Annotated, Any, NamedTuple
 
-from inline_sdk import ComfyMapping, Context, Image, NodeSpec, Output, Param, Port, hookimpl, node
+from inline_sdk import (
+    ComfyMapping,
+    Context,
+    Image,
+    NodeSpec,
+    Output,
+    Param,
+    Port,
+    hookimpl,
+    node,
+)
+from inline_sdk.protocol import ModelSize
 
 _live: "weakref.WeakSet[Tracked]" = weakref.WeakSet()
 _barriers: dict[tuple[str, int], threading.Barrier] = {}
@@ -175,6 +186,19 @@ def use_model(
     return str(id(model))
 
 
+@node("testpack/place", title="Place", category="Test")
+def place(
+    ctx: Context, *, mib: Annotated[int, Param("MiB", min=1)] = 1
+) -> Annotated[str, Output("text", "Text")]:
+    """Asks the host's memory broker where a model of ``mib`` MiB goes: its device, or
+    ``unbrokered``."""
+    size = ModelSize(name="testpack-model", role="other", params=mib << 18, bytes=mib << 20)
+    placed = ctx.memory.place([size])
+    if placed is None:
+        return "unbrokered"
+    return ",".join(c.device for c in placed.components) if placed.fits else placed.reason
+
+
 @node("testpack/live-models", title="Live models", category="Test")
 def live_models(
     ctx: Context, *, nonce: Annotated[int, Param("Nonce")] = 0
@@ -265,6 +289,7 @@ def inline_nodes() -> list[NodeSpec]:
         make_model,
         use_model,
         live_models,
+        place,
         preview,
         spam,
         stream,
