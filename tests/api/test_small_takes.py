@@ -76,6 +76,26 @@ def test_a_sound_small_blob_is_checked_once_per_process(tmp_path: Path) -> None:
     assert store.read(bid) == b"checked once"
 
 
+def test_a_whole_small_blob_stored_again_is_kept_not_written_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    bid = BlobStore(tmp_path / "blobs").put_bytes(b"the same text")
+    store = BlobStore(tmp_path / "blobs")  # a new process: checks it once, then keeps it
+    created: list[str] = []
+    original = _blobs.os.open
+
+    def counting(path: str, flags: int, *args: Any) -> int:
+        if flags & os.O_CREAT:
+            created.append(path)
+        return original(path, flags, *args)
+
+    monkeypatch.setattr(_blobs.os, "open", counting)
+    assert store.put_bytes(b"the same text") == bid
+    assert store.put_bytes(b"the same text") == bid
+    assert created == []  # no new file for bytes already whole
+    assert store.read(bid) == b"the same text"
+
+
 def test_a_take_links_its_blob_straight_to_its_fresh_name(tmp_path: Path) -> None:
     blobs = BlobStore(tmp_path / "blobs")
     writer = TakeWriter(blobs, tmp_path / "takes", tmp_path)

@@ -73,20 +73,8 @@ class BlobStore:
         """The blob's file if it is stored whole, else None (a small blob's bytes are checked
         against its hash the first time this process looks at it)."""
         digest = self._digest(bid)
-        path = self.dir / digest[:2] / digest
-        try:
-            st = os.stat(path)
-        except OSError:
-            return None
-        if not stat.S_ISREG(st.st_mode):
-            return None
-        if st.st_size >= SMALL or digest in self._sound:
-            return path  # fsynced before it was named, or known whole already
-        try:
-            data = path.read_bytes()
-        except OSError:
-            return None
-        return path if self._check(digest, data) else None
+        target = self._target(digest)
+        return Path(target) if self._stored_whole(digest, target) else None
 
     def put_bytes(self, data: bytes | bytearray | memoryview) -> str:
         """Store ``data``; returns its id. Identical bytes are stored once."""
@@ -153,12 +141,11 @@ class BlobStore:
         """Store ``data``: (its digest, its path)."""
         digest = hashlib.sha256(data).hexdigest()
         target = self._target(digest)
-        small = memoryview(data).nbytes < SMALL
-        # a small blob is written again even when present: cheaper than checking it, and it
-        # mends one a power loss left short; a large one present was fsynced, so it is whole
-        if small or not self._stored_whole(digest, target):
+        # one present and whole is kept (checking a small one is cheaper than a new file); a
+        # short one, which a power loss can leave of a small blob, is written again
+        if not self._stored_whole(digest, target):
             tmp = self._tmp_name(os.path.dirname(target))
-            self._write_new(tmp, data, sync=not small)
+            self._write_new(tmp, data, sync=memoryview(data).nbytes >= SMALL)
             try:
                 os.replace(tmp, target)
             except BaseException:
@@ -168,11 +155,22 @@ class BlobStore:
         return digest, target
 
     def _stored_whole(self, digest: str, target: str) -> bool:
+        """Whether ``target`` holds the blob whole: a large one was fsynced before it was
+        named; a small one is checked against ``digest`` once per process."""
         try:
-            size = os.stat(target).st_size
+            st = os.stat(target)
         except OSError:
             return False
-        return size >= SMALL or digest in self._sound
+        if not stat.S_ISREG(st.st_mode):
+            return False
+        if st.st_size >= SMALL or digest in self._sound:
+            return True
+        try:
+            with open(target, "rb") as fh:
+                data = fh.read()
+        except OSError:
+            return False
+        return self._check(digest, data)
 
     def _target(self, digest: str) -> str:
         return f"{self._dir}/{digest[:2]}/{digest}"
