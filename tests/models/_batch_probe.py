@@ -221,9 +221,10 @@ def mode_group(root: Path, models: dict[str, Any]) -> dict[str, Any]:
     out["steps"] = steps
     out["stats"] = stats.snapshot()["parallel"]
     first_pid = den.group().proc.pid
-    # cancel at step 2: the call stops, the group stays
+    # cancel at step 2: the call stops, the group stays (the ranks run ahead of the steps the
+    # worker has read, so the call is long enough that the cancel surely lands before its end)
     stop = threading.Event()
-    req = requests(models, 1)[0]
+    req = requests(models, 1, steps=2000)[0]
     req.on_step = lambda s, n, x: stop.set() if s == 2 else None
     req.cancelled = stop.is_set
     try:
