@@ -12,6 +12,7 @@ import anyio
 from litestar import Litestar
 from litestar.datastructures import State
 from litestar.di import Provide
+from litestar.types import Scope
 
 from .._settings import Settings
 from ..guard import HostPolicy, check_bind, operator_token, request_guard, token_middleware
@@ -39,29 +40,31 @@ from .openai import OpenAIController, OpenAIImagesController
 log = logging.getLogger("inline.api")
 
 
-def provide_models(state: State) -> ModelsService:
+# Providers read the app's state through the ASGI scope: a ``state: State`` parameter would
+# have Litestar build a new ``State`` (and its lock) for every request that injects a service.
+def provide_models(scope: Scope) -> ModelsService:
     """Descriptors and models over the engine the lifespan opened."""
-    return state.models
+    return scope["app"].state.models
 
 
-def provide_system(state: State) -> SystemService:
+def provide_system(scope: Scope) -> SystemService:
     """Health over the running engine."""
-    return state.system
+    return scope["app"].state.system
 
 
-def provide_service(state: State) -> RunService:
+def provide_service(scope: Scope) -> RunService:
     """The run service the lifespan started."""
-    return state.service
+    return scope["app"].state.service
 
 
-def provide_downloads(state: State) -> DownloadService:
+def provide_downloads(scope: Scope) -> DownloadService:
     """The downloads service its lifespan started."""
-    return state.downloads
+    return scope["app"].state.downloads
 
 
-def provide_packs(state: State) -> PackService:
+def provide_packs(scope: Scope) -> PackService:
     """The pack service over the running engine."""
-    return state.packs
+    return scope["app"].state.packs
 
 
 def create_app(settings: Settings | None = None, *, front_end_root: Path | None = None) -> Litestar:
