@@ -17,8 +17,8 @@ Each run's text take is a new file, and what creating a file costs is the file s
 journal-less ext4, for one, the kernel skips every inode deleted in the last minutes of the
 folder's block group, one by one, so a file costs 20 us or 900 us by what was deleted nearby
 lately. ``file_create_us`` (CPU per new file in the data dir's takes folder, measured after
-the runs) says which kind of disk this run had. Both servers' data live under ``TMPDIR`` (``TMPDIR=/dev/shm``
-measures the host path without the disk).
+the runs) says which kind of disk this run had. Both servers' data live under ``TMPDIR``
+(``TMPDIR=/dev/shm`` measures the host path without the disk).
 """
 
 from __future__ import annotations

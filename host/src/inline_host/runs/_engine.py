@@ -73,8 +73,9 @@ class _Reload:
 
 
 class PackExecutor:
-    """The kernel's ``Executor``: sends planned nodes to their pack's worker, each call in one
-    of its node type's slots (``concurrency``), earlier runs (lower ``order``) first."""
+    """The kernel's ``Executor``: sends planned nodes to their pack's workers, each call in one
+    of its node type's slots (``concurrency`` per replica), earlier runs (lower ``order``)
+    first."""
 
     def __init__(self, supervisor: Supervisor) -> None:
         self.supervisor = supervisor
@@ -117,7 +118,9 @@ class PackExecutor:
 
         info = self.supervisor.registry.packs.get(node.pack)
         version = info.version if info is not None else ""
-        async with self.slots.hold(node.type, node.descriptor.concurrency, order, version):
+        # each replica of the pack takes the node's ``concurrency`` calls at once
+        capacity = node.descriptor.concurrency * self.supervisor.replicas(node.pack)
+        async with self.slots.hold(node.type, capacity, order, version):
             if on_start is not None:
                 on_start()
             try:

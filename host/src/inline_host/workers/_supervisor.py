@@ -1,4 +1,11 @@
-"""The supervisor: one worker per pack, started on first use, restarted after a death.
+"""The supervisor: a pool of workers (replicas) per pack, started on first use, replaced after a
+death.
+
+A pack runs as one replica unless told more (``set_replicas``): replicas start as calls need
+them, up to that count. A call whose inputs are handles goes to the replica that made them; any
+other call goes to the replica with the fewest calls in flight (an idle one first), and a new
+replica starts while every live one is busy and the pool is not full. A replica that dies fails
+only its own calls in flight; the next call that needs one starts another.
 
 Workers start through the ``WorkerLauncher`` the settings name (``INLINE_LAUNCHER``); see
 ``_process`` for one worker's protocol. A worker that hangs costs its own calls (per-call
@@ -58,7 +65,8 @@ class Supervisor:
         self.broker = broker
         #: The secrets a call asks for (none are handed to a worker without this).
         self._secrets = secrets
-        self._workers: dict[str, WorkerProcess] = {}
+        self._pools: dict[str, list[WorkerProcess]] = {}
+        self._sizes: dict[str, int] = {}
         self._locks: dict[str, anyio.Lock] = {}
         self._generations: dict[str, int] = {}
         self._on_worker_exit = on_worker_exit
@@ -66,63 +74,115 @@ class Supervisor:
         self._reaping = False
 
     def workers(self) -> dict[str, WorkerProcess]:
-        """Live workers by pack."""
-        return {p: w for p, w in self._workers.items() if w.alive}
+        """Each pack's first live replica, by pack."""
+        out: dict[str, WorkerProcess] = {}
+        for pack, pool in self._pools.items():
+            live = next((w for w in pool if w.alive), None)
+            if live is not None:
+                out[pack] = live
+        return out
 
-    async def worker(self, pack: str) -> WorkerProcess:
-        """The pack's live worker, started (or restarted) on demand. A worker whose exit is
-        seen (even before its reader noticed) is never chosen: the call goes to a fresh one."""
-        current = self._workers.get(pack)
-        if current is not None and current.usable():
-            return current
+    def pool(self, pack: str) -> list[WorkerProcess]:
+        """The pack's live replicas, oldest first."""
+        return [w for w in self._pools.get(pack, ()) if w.alive]
+
+    def replicas(self, pack: str) -> int:
+        """How many replicas the pack may run at once (1 unless ``set_replicas`` said more)."""
+        return self._sizes.get(pack, 1)
+
+    def set_replicas(self, pack: str, count: int) -> None:
+        """Let ``pack`` run up to ``count`` replicas (at least one). Replicas beyond a smaller
+        count finish the calls they are running, then stop."""
+        if count < 1:
+            raise ValueError(f"a pack runs at least one replica, not {count}")
+        self._sizes[pack] = count
+        pool = self._pools.get(pack, [])
+        usable = [w for w in pool if w.usable()]
+        for proc in usable[count:]:
+            self._retire_soon(pack, proc)
+
+    async def worker(self, pack: str, *, owner: int | None = None) -> WorkerProcess:
+        """A live replica of ``pack`` for one call: the replica of generation ``owner`` (the
+        one whose handles the call takes) while it lives, else the least busy, starting one
+        while every replica is busy and the pool has room. A replica whose exit is seen (even
+        before its reader noticed) is never chosen."""
+        chosen = self._choose(pack, owner)
+        if chosen is not None:
+            return chosen
         lock = self._locks.setdefault(pack, anyio.Lock())
         async with lock:
-            current = self._workers.get(pack)
-            if current is not None and current.usable():
-                return current
-            if not self._reaping and self.settings.worker_idle > 0:
-                self._reaping = True
-                self._tg.start_soon(self._reap)
-            info = self.registry.packs.get(pack)
-            if info is None:
-                raise PackStartFailed(pack, "no such pack is registered")
-            gen = self._generations.get(pack, 0) + 1
-            self._generations[pack] = gen
-            proc = WorkerProcess(
-                pack,
-                gen,
-                self.settings,
-                self._exited,
-                launcher=self.launchers.for_pack(pack, info.sdk_version),
-                secrets=self._secrets,
-                bulk=self.bulk,
-                broker=self.broker,
-            )
-            python = info.env.python
-            if not info.env.ready:  # registered lazily: its venv is built on its first call
-                log.warning("Preparing the venv of pack '%s' (first use)...", pack)
-                started = time.monotonic()
-                try:
-                    python = (await anyio.to_thread.run_sync(prepare_env, info.env)).python
-                except RegistryError as exc:
-                    raise PackStartFailed(pack, str(exc)) from None
-                took = time.monotonic() - started
-                log.warning("The venv of pack '%s' is ready (%.0f s, first use).", pack, took)
-            await proc.start(str(python), self._tg)
-            self._workers[pack] = proc
-            return proc
+            chosen = self._choose(pack, owner)
+            if chosen is not None:
+                return chosen
+            return await self._start(pack)
+
+    def _choose(self, pack: str, owner: int | None) -> WorkerProcess | None:
+        """A replica to take a call now, or None where one should start."""
+        usable = [w for w in self._pools.get(pack, ()) if w.usable()]
+        if owner is not None:
+            for w in usable:
+                if w.generation == owner:
+                    return w
+        if not usable:
+            return None
+        least = min(usable, key=lambda w: len(w.pending))
+        if least.pending and len(usable) < self.replicas(pack):
+            return None  # every replica is busy and there is room for one more
+        return least
+
+    async def _start(self, pack: str) -> WorkerProcess:
+        if not self._reaping and self.settings.worker_idle > 0:
+            self._reaping = True
+            self._tg.start_soon(self._reap)
+        info = self.registry.packs.get(pack)
+        if info is None:
+            raise PackStartFailed(pack, "no such pack is registered")
+        gen = self._generations.get(pack, 0) + 1
+        self._generations[pack] = gen
+        proc = WorkerProcess(
+            pack,
+            gen,
+            self.settings,
+            self._exited,
+            launcher=self.launchers.for_pack(pack, info.sdk_version),
+            secrets=self._secrets,
+            bulk=self.bulk,
+            broker=self.broker,
+        )
+        python = info.env.python
+        if not info.env.ready:  # registered lazily: its venv is built on its first call
+            log.warning("Preparing the venv of pack '%s' (first use)...", pack)
+            started = time.monotonic()
+            try:
+                python = (await anyio.to_thread.run_sync(prepare_env, info.env)).python
+            except RegistryError as exc:
+                raise PackStartFailed(pack, str(exc)) from None
+            took = time.monotonic() - started
+            log.warning("The venv of pack '%s' is ready (%.0f s, first use).", pack, took)
+        await proc.start(str(python), self._tg)
+        pool = self._pools.setdefault(pack, [])
+        pool[:] = [w for w in pool if w.alive]  # the dead leave as a new one comes
+        pool.append(proc)
+        return proc
+
+    def _retire_soon(self, pack: str, proc: WorkerProcess) -> None:
+        """Take ``proc`` out of its pool: it finishes its calls, then stops."""
+        pool = self._pools.get(pack, [])
+        if proc in pool:
+            pool.remove(proc)
+        self._retiring.add(proc)
+        self._tg.start_soon(self._retire, proc)
 
     def set_registry(self, registry: MergedRegistry) -> None:
         """Serve ``registry`` from now on. A pack whose venv changed (upgrade, rollback) or that
         is gone gets a new worker on its next call; its old worker finishes the calls it is
         running (they complete on the old version), then stops."""
         self.registry = registry
-        for pack, proc in list(self._workers.items()):
+        for pack, pool in list(self._pools.items()):
             info = registry.packs.get(pack)
-            if info is None or str(info.env.python) != proc.python:
-                del self._workers[pack]
-                self._retiring.add(proc)
-                self._tg.start_soon(self._retire, proc)
+            for proc in list(pool):
+                if info is None or str(info.env.python) != proc.python:
+                    self._retire_soon(pack, proc)
 
     async def _retire(self, proc: WorkerProcess) -> None:
         try:
@@ -133,15 +193,16 @@ class Supervisor:
             self._retiring.discard(proc)
 
     async def _reap(self) -> None:
-        """Stop workers that had no call for ``settings.worker_idle`` seconds."""
+        """Stop replicas that had no call for ``settings.worker_idle`` seconds."""
         idle = self.settings.worker_idle
         while True:
             await anyio.sleep(max(0.05, min(idle / 4, 5.0)))
             now = time.monotonic()
-            for pack, proc in list(self._workers.items()):
-                if proc.alive and not proc.pending and now - proc.last_active >= idle:
-                    del self._workers[pack]  # the next call starts a fresh worker
-                    await proc.stop()
+            for pool in list(self._pools.values()):
+                for proc in list(pool):
+                    if proc.alive and not proc.pending and now - proc.last_active >= idle:
+                        pool.remove(proc)  # the next call starts a fresh one
+                        await proc.stop()
 
     def _exited(self, proc: WorkerProcess) -> None:
         if self._on_worker_exit is not None:
@@ -157,8 +218,17 @@ class Supervisor:
         on_event: EventCallback | None = None,
         timeout: float | None = None,
     ) -> dict[str, HostValue]:
-        """Run a node in its pack's worker."""
-        proc = await self.worker(pack)
+        """Run a node in a replica of its pack (the one that made its input handles, if any)."""
+        owner = next(
+            (
+                hv.generation
+                for values in inputs.values()
+                for hv in values
+                if hv.pack == pack and owned_handles([hv.value])
+            ),
+            None,
+        )
+        proc = await self.worker(pack, owner=owner)
         return await proc.call(
             node_type,
             node_id,
@@ -183,13 +253,13 @@ class Supervisor:
             if ids:
                 by_worker.setdefault((hv.pack, hv.generation), []).extend(ids)
         for (pack, gen), ids in by_worker.items():
-            proc = self._workers.get(pack)
-            if proc is not None and proc.generation == gen:
+            proc = next((w for w in self._pools.get(pack, ()) if w.generation == gen), None)
+            if proc is not None:
                 await proc.release(ids)
 
     async def aclose(self) -> None:
         """Stop every worker."""
         with anyio.CancelScope(shield=True):
-            for proc in [*self._workers.values(), *self._retiring]:
+            for proc in [*(w for pool in self._pools.values() for w in pool), *self._retiring]:
                 await proc.stop()
             self.bulk.close()
