@@ -1,0 +1,139 @@
+"""Worker pools: a pack served by two replicas against one.
+
+Eight runs of ``benchpack/sleep`` (a node that holds its worker for 1 s; ``concurrency`` 1, so a
+replica takes one call at a time) are submitted at once, through the whole engine, with the
+pack's pool at one replica and then at two (both warm: each replica started and served a call
+before the clock starts). Two replicas should take about half the time.
+
+Then eight tiny Z-Image renders at once (the random model the tests build, 256x256, 4 steps,
+unbatched; one thread per worker, ``OMP_NUM_THREADS=1``), with the ``zimage`` pool at one
+replica and at two: CPU-bound work, so on 2 cores two replicas can at best halve it.
+
+Writes bench/results/pool.json: ``one_replica_s``, ``two_replicas_s``, ``throughput_ratio``
+(one over two; target >= 1.8), ``render_one_replica_s``, ``render_two_replicas_s`` and
+``render_ratio`` (target >= 1.4 on 2 cores).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+from _common import ROOT, bench_settings, write_result
+
+RUNS = 8
+SECONDS = 1.0
+
+
+def sleep_run(seconds: float) -> dict[str, Any]:
+    node = {"id": "s", "type": "benchpack/sleep", "params": {"seconds": seconds}}
+    return {"graph": {"schemaVersion": 1, "nodes": [node]}, "target": "s"}
+
+
+async def all_at_once(engine: Any, seconds: list[float]) -> float:
+    """Seconds until every run of ``seconds`` (each its own value: no cache hit) has ended."""
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for s in seconds:
+            tg.start_soon(engine.run, sleep_run(s))
+    return time.perf_counter() - started
+
+
+async def measure() -> dict[str, float]:
+    from inline_host import Engine
+
+    async with Engine.open(bench_settings()) as engine:
+        sup = engine.supervisor
+        nonce = time.time_ns() % 1_000_000 * 1e-9  # runs of an earlier bench are cached
+        await all_at_once(engine, [0.01 + nonce])  # one replica, warm
+        one = await all_at_once(engine, [SECONDS + nonce + i * 1e-6 for i in range(RUNS)])
+        sup.set_replicas("benchpack", 2)
+        await all_at_once(engine, [0.2 + nonce + i * 1e-6 for i in range(2)])  # both warm
+        assert len(sup.pool("benchpack")) == 2, "the second replica did not start"
+        two = await all_at_once(engine, [SECONDS + nonce + 1e-3 + i * 1e-6 for i in range(RUNS)])
+    return {"one": one, "two": two}
+
+
+def render_run(seed: int) -> dict[str, Any]:
+    params = {"width": 256, "height": 256, "steps": 4, "seed": seed}
+    return {
+        "graph": {"schemaVersion": 1, "nodes": [
+            {"id": "p", "type": "input/text", "params": {"text": "a red fox in snow"}},
+            {"id": "z", "type": "alibaba/z-image-turbo", "params": params,
+             "inputs": {"prompt": {"from": "p", "output": "text"}}},
+        ]},
+        "target": "z",
+    }  # fmt: skip
+
+
+async def renders_at_once(engine: Any, seeds: list[int]) -> float:
+    started = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for seed in seeds:
+            tg.start_soon(engine.run, render_run(seed))
+    return time.perf_counter() - started
+
+
+async def measure_renders(settings: Any) -> dict[str, float]:
+    from inline_host import Engine
+
+    base = time.time_ns() % 1_000_000 * 1000  # seeds no earlier bench rendered
+    async with Engine.open(settings) as engine:
+        sup = engine.supervisor
+        await renders_at_once(engine, [base])  # one replica, its model loaded
+        one = await renders_at_once(engine, [base + 1 + i for i in range(RUNS)])
+        sup.set_replicas("zimage", 2)
+        await renders_at_once(engine, [base + 100, base + 101])  # both loaded
+        assert len(sup.pool("zimage")) == 2, "the second replica did not start"
+        two = await renders_at_once(engine, [base + 200 + i for i in range(RUNS)])
+    return {"one": one, "two": two}
+
+
+def renders() -> dict[str, float]:
+    """The render half, over a tiny Z-Image built with the zimage pack's own Python."""
+    from inline_registry import load_registry
+
+    os.environ["OMP_NUM_THREADS"] = "1"  # the workers inherit it: one thread each
+    os.environ["INLINE_MAX_BATCH"] = "1"  # each render its own call: the pool, not batching
+    settings = bench_settings()
+    python = load_registry(settings.packs_dir, build=True).packs["zimage"].env.python
+    with tempfile.TemporaryDirectory() as tmp:
+        tiny = Path(tmp) / "tiny"
+        subprocess.run(
+            [str(python), str(ROOT / "tests" / "models" / "_tiny.py"), str(tiny)],
+            check=True, capture_output=True,
+        )  # fmt: skip
+        models = Path(tmp) / "models"
+        shutil.copytree(tiny / "comfy", models)
+        return anyio.run(measure_renders, replace(settings, models_dir=models))
+
+
+def main() -> None:
+    t = anyio.run(measure)
+    r = renders()
+    write_result(
+        "pool",
+        {
+            "one_replica_s": round(t["one"], 3),
+            "two_replicas_s": round(t["two"], 3),
+            "throughput_ratio": round(t["one"] / t["two"], 2),
+            "runs": RUNS,
+            "node_seconds": SECONDS,
+            "target_throughput_ratio": 1.8,
+            "render_one_replica_s": round(r["one"], 3),
+            "render_two_replicas_s": round(r["two"], 3),
+            "render_ratio": round(r["one"] / r["two"], 2),
+            "target_render_ratio": 1.4,
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()
