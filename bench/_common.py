@@ -26,6 +26,29 @@ def bench_settings() -> Any:
     return replace(Settings.from_env(env), extra_packs=BENCH_PACKS)
 
 
+def zimage_python(settings: Any) -> Path:
+    """The zimage pack's Python (its venv built first if it is not yet)."""
+    from inline_registry import load_registry, prepare_env
+
+    return prepare_env(load_registry(settings.packs_dir).packs["zimage"].env).python
+
+
+def tiny_zimage(python: Path, folder: Path) -> tuple[Path, Path]:
+    """The tests' tiny random Z-Image, built under ``folder`` by the zimage pack's ``python``:
+    (the build's root, a models dir holding it in the ComfyUI layout)."""
+    import shutil
+    import subprocess
+
+    tiny = folder / "tiny"
+    subprocess.run(
+        [str(python), str(ROOT / "tests" / "models" / "_tiny.py"), str(tiny)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    models = folder / "models"
+    shutil.copytree(tiny / "comfy", models)
+    return tiny, models
+
+
 def median(xs: list[float]) -> float:
     return statistics.median(xs)
 

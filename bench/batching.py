@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -23,16 +22,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import anyio
-from _common import ROOT, bench_settings, median, write_result
+from _common import ROOT, bench_settings, median, tiny_zimage, write_result, zimage_python
 
 N, STEPS, SIZE, REPEATS, RUNS = 4, 8, 256, 3, 3
 PROMPTS = ["a red fox in snow", "a cat", "a lighthouse at dusk, 35mm film", "a bowl of fruit"]
-
-
-def pack_python(settings) -> Path:
-    from inline_registry import load_registry, prepare_env
-
-    return prepare_env(load_registry(settings.packs_dir).packs["zimage"].env).python
 
 
 def graph(i: int, seed: int) -> dict:
@@ -82,21 +75,15 @@ async def whole_runs(settings, batch: int) -> tuple[float, list[bytes]]:
 
 def main() -> None:
     settings = bench_settings()
-    python = pack_python(settings)
+    python = zimage_python(settings)
     with tempfile.TemporaryDirectory() as tmp:
-        tiny = Path(tmp) / "tiny"
-        subprocess.run(
-            [str(python), str(ROOT / "tests" / "models" / "_tiny.py"), str(tiny)],
-            check=True, capture_output=True,
-        )  # fmt: skip
+        tiny, models = tiny_zimage(python, Path(tmp))
         den = subprocess.run(
             [str(python), str(Path(__file__).parent / "_batching_denoise.py"), str(tiny),
              str(STEPS), str(SIZE), str(REPEATS)],
             check=True, capture_output=True, text=True,
         )  # fmt: skip
         d = json.loads(den.stdout.strip().splitlines()[-1])
-        models = Path(tmp) / "models"
-        shutil.copytree(tiny / "comfy", models)
         s = replace(settings, models_dir=models, max_runs=8)
         serial_s, serial_png = anyio.run(whole_runs, s, 1)
         batched_s, batched_png = anyio.run(whole_runs, s, N)

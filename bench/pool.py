@@ -17,8 +17,6 @@ Writes bench/results/pool.json: ``one_replica_s``, ``two_replicas_s``, ``through
 from __future__ import annotations
 
 import os
-import shutil
-import subprocess
 import tempfile
 import time
 from dataclasses import replace
@@ -26,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from _common import ROOT, bench_settings, write_result
+from _common import bench_settings, tiny_zimage, write_result, zimage_python
 
 RUNS = 8
 SECONDS = 1.0
@@ -98,20 +96,11 @@ async def measure_renders(settings: Any) -> dict[str, float]:
 
 def renders() -> dict[str, float]:
     """The render half, over a tiny Z-Image built with the zimage pack's own Python."""
-    from inline_registry import load_registry
-
     os.environ["OMP_NUM_THREADS"] = "1"  # the workers inherit it: one thread each
     os.environ["INLINE_MAX_BATCH"] = "1"  # each render its own call: the pool, not batching
     settings = bench_settings()
-    python = load_registry(settings.packs_dir, build=True).packs["zimage"].env.python
     with tempfile.TemporaryDirectory() as tmp:
-        tiny = Path(tmp) / "tiny"
-        subprocess.run(
-            [str(python), str(ROOT / "tests" / "models" / "_tiny.py"), str(tiny)],
-            check=True, capture_output=True,
-        )  # fmt: skip
-        models = Path(tmp) / "models"
-        shutil.copytree(tiny / "comfy", models)
+        _, models = tiny_zimage(zimage_python(settings), Path(tmp))
         return anyio.run(measure_renders, replace(settings, models_dir=models))
 
 

@@ -7,7 +7,6 @@ bench/results/zimage_overhead.json with ``ratio_vs_diffusers`` (target <= 1.05).
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -16,18 +15,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import anyio
-from _common import ROOT, bench_settings, median, write_result
+from _common import bench_settings, median, tiny_zimage, write_result, zimage_python
 
 RUNS = 31
 STEPS = 4
 SIZE = 256
-
-
-def pack_python(settings) -> Path:
-    from inline_registry import load_registry
-
-    registry = load_registry(settings.packs_dir, build=True)
-    return registry.packs["zimage"].env.python
 
 
 async def interleaved(settings, baseline: subprocess.Popen[str], runs: int) -> tuple[list, list]:
@@ -64,15 +56,9 @@ async def interleaved(settings, baseline: subprocess.Popen[str], runs: int) -> t
 
 def main() -> None:
     settings = bench_settings()
-    python = pack_python(settings)
+    python = zimage_python(settings)
     with tempfile.TemporaryDirectory() as tmp:
-        tiny = Path(tmp) / "tiny"
-        subprocess.run(
-            [str(python), str(ROOT / "tests" / "models" / "_tiny.py"), str(tiny)],
-            check=True, capture_output=True,
-        )  # fmt: skip
-        models = Path(tmp) / "models"
-        shutil.copytree(tiny / "comfy", models)
+        tiny, models = tiny_zimage(python, Path(tmp))
         baseline = subprocess.Popen(
             [str(python), str(Path(__file__).parent / "_zimage_direct.py"), str(tiny / "diffusers"),
              str(STEPS), str(SIZE)],

@@ -18,7 +18,7 @@ from .._settings import Settings
 from ..guard import HostPolicy, check_bind, operator_token, request_guard, token_middleware
 from ..hub import DownloadService, secrets_reader
 from ..packs import PackService
-from ..runs import Engine, RunService, RunStore
+from ..runs import DeploymentService, Engine, RunService, RunStore
 from ._comfyui import ComfyImportController
 from ._controllers import (
     AssetsController,
@@ -29,6 +29,7 @@ from ._controllers import (
     TakesController,
     run_events,
 )
+from ._deployments_api import DeploymentsController
 from ._docs import docs_assets_router, openapi_config
 from ._downloads import DownloadsController, downloads_lifespan
 from ._errors import EXCEPTION_HANDLERS
@@ -67,6 +68,11 @@ def provide_packs(scope: Scope) -> PackService:
     return scope["app"].state.packs
 
 
+def provide_deployments(scope: Scope) -> DeploymentService:
+    """The deployments the lifespan brought back and keeps."""
+    return scope["app"].state.deployments
+
+
 def create_app(settings: Settings | None = None, *, front_end_root: Path | None = None) -> Litestar:
     """The /v1 app over an engine opened in its lifespan."""
     settings = settings or Settings.from_env()
@@ -78,17 +84,22 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
         async with Engine.open(settings, say=log.info, secrets=secrets) as engine:
             store = RunStore(settings.db_path)
             service = RunService(engine, store)
+            deployments = DeploymentService(engine, store)
             app.state.settings = settings
             app.state.operator_token = operator_token(settings.data_dir, settings.token)
             app.state.service = service
+            app.state.deployments = deployments
             app.state.models = ModelsService(engine, settings)
-            app.state.system = SystemService(engine, service, settings)
+            app.state.system = SystemService(engine, service, settings, deployments)
             app.state.packs = PackService(engine)
             try:
                 async with anyio.create_task_group() as tg:
                     resumed = await service.start(tg)
                     if resumed:
                         log.info("resumed %d interrupted run(s)", resumed)
+                    kept = await deployments.start(tg)
+                    if kept:
+                        log.info("brought back %d deployment(s)", kept)
                     try:
                         yield
                     finally:
@@ -104,6 +115,7 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
         AssetsController,
         FitController,
         PacksController,
+        DeploymentsController,
         ComfyImportController,
         DownloadsController,
         OpenAIController,  # /openai/v1
@@ -127,6 +139,7 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
             "service": Provide(provide_service, sync_to_thread=False),
             "packs": Provide(provide_packs, sync_to_thread=False),
             "downloads": Provide(provide_downloads, sync_to_thread=False),
+            "deployments": Provide(provide_deployments, sync_to_thread=False),
         },
         exception_handlers=EXCEPTION_HANDLERS,
         middleware=[

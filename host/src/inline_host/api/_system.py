@@ -9,7 +9,7 @@ import msgspec
 
 from .._settings import Settings, versions
 from ..models import budget_of
-from ..runs import Engine, RunService
+from ..runs import DeploymentService, Engine, RunService
 from ..workers import probe
 
 MB = 1 << 20
@@ -29,15 +29,24 @@ class Health(msgspec.Struct, frozen=True, rename="camel"):
     #: Why the engine is not ok (storage failing...), when it is not.
     reason: str | None = None
     version: dict[str, Any] = {}
+    #: Deployments: each one's replicas and where, state, load, queue and scaling decisions.
+    deployments: list[Any] = []
 
 
 class SystemService:
     """Answers ``/v1/health``."""
 
-    def __init__(self, engine: Engine, runs: RunService, settings: Settings) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        runs: RunService,
+        settings: Settings,
+        deployments: DeploymentService | None = None,
+    ) -> None:
         self._engine = engine
         self._runs = runs
         self._settings = settings
+        self._deployments = deployments
 
     async def health(self) -> Health:
         engine, settings = self._engine, self._settings
@@ -71,6 +80,7 @@ class SystemService:
                 "pid": w.pid,
                 "generation": w.generation,
                 "callsInFlight": len(w.running),
+                "replicas": len(engine.supervisor.pool(pack)),
                 **w.describe(),
             }
             for pack, w in engine.supervisor.workers().items()
@@ -87,4 +97,7 @@ class SystemService:
             runs=self._runs.load(),
             reason=None if storage is None else f"storage is failing: {storage}",
             version=versions(),
+            deployments=[]
+            if self._deployments is None
+            else msgspec.to_builtins(self._deployments.views()),
         )

@@ -14,6 +14,7 @@ from .._settings import Settings
 from ..assets import AssetRefused, sniff_kind
 from ..runs import BlobStore
 from ._comfyui import add_import_parser, run_import
+from ._deploy import add_deploy_parsers, run_deploy
 from ._models import add_models_parser, run_models
 from ._nodes import add_nodes_parser, run_nodes
 from ._packs import add_pack_parser, run_pack
@@ -70,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_pack_parser(sub)
     add_import_parser(sub)
     add_secrets_parser(sub)
+    add_deploy_parsers(sub)
     serve = sub.add_parser(
         "serve", help="serve /v1 (the same server as python -m inline_host and main.py)"
     )
@@ -97,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_nodes(args)
         if args.command == "serve":
             return run_server(args)
+        if args.command in ("deploy", "undeploy", "deployments"):
+            return run_deploy(args)
     except RegistryError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_FAILED

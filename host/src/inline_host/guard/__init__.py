@@ -12,7 +12,7 @@ from ._limits import (
     too_deep,
     wide_ints,
 )
-from ._operator import bearer_matches, guard_operator, operator_token
+from ._operator import bearer_matches, guard_operator, guard_operator_always, operator_token
 from ._paths import InputPaths, PathRefused
 from ._slow import GuardedH11, SlowLimits, guarded_h11
 from ._token import InsecureBind, check_bind, is_loopback, token_middleware
@@ -39,6 +39,7 @@ __all__ = (
     "wide_ints",
     "check_request",
     "guard_operator",
+    "guard_operator_always",
     "guarded_h11",
     "held_elsewhere",
     "lock_data_dir",

@@ -1,5 +1,5 @@
-"""The operator token: what installing packs, granting consents, and starting or cancelling
-downloads (which may name a secret) over HTTP require.
+"""The operator token: what installing packs, granting consents, starting or cancelling
+downloads (which may name a secret) and every deployment route over HTTP require.
 
 With ``INLINE_TOKEN`` set it is that token. Without one, the host keeps a random token in
 ``<data dir>/operator-token`` (mode 0600, created once): a local tool that may administer
@@ -64,4 +64,18 @@ def guard_operator(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteH
             "Installing, changing or removing packs, granting consents, and starting or "
             "cancelling downloads over HTTP need the operator token: send 'Authorization: "
             "Bearer <token>' with INLINE_TOKEN, or with the token in <data dir>/operator-token."
+        )
+
+
+def guard_operator_always(
+    connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteHandler
+) -> None:
+    """A Litestar guard: every request needs the operator token (deployments: reading them
+    shows what runs where)."""
+    token: str = connection.app.state.operator_token
+    if not bearer_matches(connection.headers.get("authorization"), token):
+        raise NotAuthorizedException(
+            "Deployments over HTTP need the operator token: send 'Authorization: Bearer "
+            "<token>' with INLINE_TOKEN, or with the token in <data dir>/operator-token "
+            "(the inline deploy commands read it from there)."
         )

@@ -2,6 +2,12 @@
 typed /v1 events and takes."""
 
 from ._blobs import BlobStore
+from ._deployments import (
+    DeploymentError,
+    DeploymentExists,
+    DeploymentService,
+    DeploymentView,
+)
 from ._engine import Engine, PackExecutor, RunResult
 from ._events import DeltaEvent, Event, RunEvent, SnapshotEvent, Subscriber, encode_event
 from ._execution import take_view
@@ -14,6 +20,10 @@ from ._views import RunState, RunSummary, Submitted, Take
 __all__ = (
     "BlobStore",
     "Conflict",
+    "DeploymentError",
+    "DeploymentExists",
+    "DeploymentService",
+    "DeploymentView",
     "DeltaEvent",
     "Engine",
     "Event",

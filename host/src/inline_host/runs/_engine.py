@@ -80,6 +80,19 @@ class PackExecutor:
     def __init__(self, supervisor: Supervisor) -> None:
         self.supervisor = supervisor
         self.slots = NodeSlots()
+        self._ongoing: dict[str, int] = {}
+
+    def rescale(self, pack: str) -> None:
+        """The pack's replica count changed: each of its node types gets ``concurrency`` slots
+        per replica now (calls waiting for one go in, earliest run first)."""
+        replicas = self.supervisor.replicas(pack)
+        for node_type, entry in self.supervisor.registry.entries.items():
+            if entry.pack == pack:
+                self.slots.resize(node_type, entry.descriptor.concurrency * replicas)
+
+    def ongoing(self, pack: str) -> int:
+        """The pack's calls running or waiting for a slot now."""
+        return self._ongoing.get(pack, 0)
 
     async def execute(
         self,
@@ -120,21 +133,25 @@ class PackExecutor:
         version = info.version if info is not None else ""
         # each replica of the pack takes the node's ``concurrency`` calls at once
         capacity = node.descriptor.concurrency * self.supervisor.replicas(node.pack)
-        async with self.slots.hold(node.type, capacity, order, version):
-            if on_start is not None:
-                on_start()
-            try:
-                with scope:
-                    outputs = await self.supervisor.call(
-                        node.pack, node.type, node.id, node.params, wire, on_event
-                    )
-            except Exception:
-                if too_large:  # the call ended because it streamed too much: say that
-                    raise too_large[0] from None
-                raise
-            if too_large:
-                raise too_large[0]
-            return outputs
+        self._ongoing[node.pack] = self._ongoing.get(node.pack, 0) + 1
+        try:
+            async with self.slots.hold(node.type, capacity, order, version):
+                if on_start is not None:
+                    on_start()
+                try:
+                    with scope:
+                        outputs = await self.supervisor.call(
+                            node.pack, node.type, node.id, node.params, wire, on_event
+                        )
+                except Exception:
+                    if too_large:  # the call ended because it streamed too much: say that
+                        raise too_large[0] from None
+                    raise
+                if too_large:
+                    raise too_large[0]
+                return outputs
+        finally:
+            self._ongoing[node.pack] -= 1
 
 
 class Engine:

@@ -62,6 +62,17 @@ class NodeSlots:
         finally:
             self._release(slot)
 
+    def resize(self, node_type: str, capacity: int) -> None:
+        """Give ``node_type``'s slots (of every version) ``capacity``; a larger one lets the
+        earliest waiting calls in at once."""
+        for (kind, _), slot in self._slots.items():
+            if kind != node_type:
+                continue
+            slot.capacity = max(1, capacity)
+            while slot.waiting and slot.busy < slot.capacity:
+                slot.busy += 1
+                heapq.heappop(slot.waiting)[2].set()
+
     def _release(self, slot: _Slot) -> None:
         if slot.waiting and slot.busy <= slot.capacity:
             # hand the slot straight to the next waiter: busy stays the same

@@ -56,6 +56,11 @@ CREATE TABLE IF NOT EXISTS run_takes (
     position INTEGER NOT NULL,
     PRIMARY KEY (run_id, take_id)
 );
+CREATE TABLE IF NOT EXISTS deployments (
+    name TEXT PRIMARY KEY,
+    spec BLOB NOT NULL,
+    created_at INTEGER NOT NULL
+);
 """
 
 
@@ -382,6 +387,29 @@ class RunStore:
                 (*args, limit),
             ).fetchall()
         return [_take(r) for r in rows]
+
+    # deployments --------------------------------------------------------------------------------
+    def add_deployment(self, name: str, spec: bytes, created_at: int) -> bool:
+        """Store a deployment's spec; False (nothing written) where ``name`` is taken."""
+        with self._tx() as db:
+            cur = db.execute(
+                "INSERT OR IGNORE INTO deployments (name, spec, created_at) VALUES (?, ?, ?)",
+                (name, spec, created_at),
+            )
+            return cur.rowcount == 1
+
+    def drop_deployment(self, name: str) -> bool:
+        """Forget a deployment; False where there was none of that name."""
+        with self._tx() as db:
+            return db.execute("DELETE FROM deployments WHERE name = ?", (name,)).rowcount == 1
+
+    def deployments(self) -> list[bytes]:
+        """Every stored deployment's spec, oldest first."""
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT spec FROM deployments ORDER BY created_at, name"
+            ).fetchall()
+        return [bytes(r[0]) for r in rows]
 
     def integrity_check(self) -> str:
         """SQLite's own ``PRAGMA integrity_check`` answer (``ok`` when sound)."""

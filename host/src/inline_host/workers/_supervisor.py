@@ -101,6 +101,19 @@ class Supervisor:
         for proc in usable[count:]:
             self._retire_soon(pack, proc)
 
+    def retire_all(self, pack: str) -> None:
+        """Stop every replica of ``pack`` once its calls end (the next call starts one)."""
+        for proc in list(self._pools.get(pack, ())):
+            self._retire_soon(pack, proc)
+
+    async def add_replica(self, pack: str) -> WorkerProcess:
+        """Start one more replica of ``pack`` now, if its pool has room; the newest one if not."""
+        async with self._locks.setdefault(pack, anyio.Lock()):
+            pool = self.pool(pack)
+            if len(pool) >= self.replicas(pack):
+                return pool[-1]
+            return await self._start(pack)
+
     async def worker(self, pack: str, *, owner: int | None = None) -> WorkerProcess:
         """A live replica of ``pack`` for one call: the replica of generation ``owner`` (the
         one whose handles the call takes) while it lives, else the least busy, starting one

@@ -1,0 +1,427 @@
+"""Deployments: a node's pack kept running on N replicas, or between ``min`` and ``max`` by the
+calls it has, stored with the runs (a restarted host brings them back).
+
+A deployment names a node (and, optionally, the model file or folder it serves). Its pack's
+pool is sized by it: a fixed count starts every replica at once and replaces one that dies; a
+range starts ``min`` and follows the pack's ongoing calls (running or waiting for a slot),
+``target_ongoing`` calls a replica, after ``upscale_delay_s`` of wanting more and
+``downscale_delay_s`` of wanting fewer, down to none after ``idle_s`` without a call when
+``min`` is 0 (the next call starts one). Every decision is one log line, and the latest are in
+the deployment's view. Undeploying stops the pack's replicas; its next call starts one, as for
+any pack without a deployment.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from collections import deque
+from typing import Any
+
+import anyio
+import anyio.abc
+import msgspec
+
+from .._errors import InlineHostError
+from ._engine import Engine
+from ._store import RunStore, now_ms
+
+log = logging.getLogger("inline.deployments")
+
+NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
+#: Seconds between two looks at a deployment's load.
+TICK_S = 0.1
+#: Scaling decisions a deployment's view keeps.
+KEPT_DECISIONS = 20
+
+
+class DeploymentError(InlineHostError):
+    """A deployment asked for that cannot be made (the message names what and why)."""
+
+
+class DeploymentExists(DeploymentError):
+    """A deployment of that name exists already."""
+
+
+class Autoscaling(msgspec.Struct, frozen=True, kw_only=True):
+    """How a deployment between ``min`` and ``max`` follows its calls."""
+
+    target_ongoing: float = 1.0
+    upscale_delay_s: float = 0.0
+    downscale_delay_s: float = 30.0
+    idle_s: float = 300.0
+
+
+class DeploymentSpec(msgspec.Struct, frozen=True, kw_only=True):
+    """A deployment as stored."""
+
+    name: str
+    node: str
+    pack: str
+    model: str | None
+    min: int
+    max: int
+    autoscaling: Autoscaling
+    created_at: int
+
+
+class Decision(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """One scaling decision."""
+
+    at: int
+    replicas_from: int
+    replicas_to: int
+    reason: str
+
+
+class ReplicaView(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A replica as ``GET /v1/deployments`` shows it."""
+
+    pid: int | None
+    generation: int
+    where: str
+    state: str
+    calls_in_flight: int
+
+
+class DeploymentView(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """A deployment as ``GET /v1/deployments`` shows it."""
+
+    name: str
+    node: str
+    pack: str
+    model: str | None
+    min: int
+    max: int
+    target: int
+    state: str
+    load: int
+    queue: int
+    replicas: list[ReplicaView]
+    autoscaling: Autoscaling | None
+    decisions: list[Decision]
+    created_at: int
+
+
+class _Live:
+    """A deployment's running state: its chosen size and when it last wanted another."""
+
+    def __init__(self, spec: DeploymentSpec) -> None:
+        self.spec = spec
+        self.target = spec.min
+        self.want_more_since: float | None = None
+        self.want_fewer_since: float | None = None
+        self.last_call = time.monotonic()
+        self.decisions: deque[Decision] = deque(maxlen=KEPT_DECISIONS)
+        self.failure: str | None = None
+        self.starting = 0
+
+
+class DeploymentService:
+    """Deployments over the engine's pools; their task runs in the task group ``start`` gets."""
+
+    def __init__(self, engine: Engine, store: RunStore) -> None:
+        self.engine = engine
+        self.store = store
+        self._live: dict[str, _Live] = {}
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._dec = msgspec.json.Decoder(DeploymentSpec)
+        self._enc = msgspec.json.Encoder()
+
+    async def start(self, tg: anyio.abc.TaskGroup) -> int:
+        """Bring back the stored deployments and keep them sized; how many came back."""
+        self._tg = tg
+        for raw in await anyio.to_thread.run_sync(self.store.deployments):
+            spec = self._dec.decode(raw)
+            if self.engine.registry.lookup(spec.node) is None:
+                log.warning("deployment %s: node %s is not served now; kept", spec.name, spec.node)
+            self._adopt(spec)
+        tg.start_soon(self._keep)
+        return len(self._live)
+
+    # asking ------------------------------------------------------------------------------------
+    def plan(self, body: dict[str, Any]) -> DeploymentSpec:
+        """The deployment ``body`` asks for (``node``, optional ``model``, ``name``, and
+        ``replicas`` or ``min``/``max``, with the autoscaling knobs); raises DeploymentError."""
+        if not isinstance(body, dict):
+            raise DeploymentError('A deployment is a JSON object: {"node": ..., ...}.')
+        known = {"node", "model", "name", "replicas", "min", "max", *Autoscaling.__struct_fields__}
+        unknown = sorted(set(body) - known)
+        if unknown:
+            takes = ", ".join(sorted(known))
+            raise DeploymentError(
+                f"Unknown field(s) {', '.join(unknown)}; a deployment takes {takes}."
+            )
+        node, model = self._node_and_model(body.get("node"), body.get("model"))
+        low, high = self._range(body)
+        scaling = self._autoscaling(body)
+        pack = self.engine.registry.entries[node].pack
+        others = [s.spec.name for s in self._live.values() if s.spec.pack == pack]
+        if others:
+            raise DeploymentError(
+                f"Pack '{pack}' (of node {node}) is deployed already as '{others[0]}'; its "
+                "replicas serve every node of the pack: undeploy it first "
+                f"(inline undeploy {others[0]})."
+            )
+        name = body.get("name") or _default_name(node)
+        if not isinstance(name, str) or not NAME.match(name):
+            raise DeploymentError(
+                f"Name {name!r} is not a deployment name: lowercase letters, digits, '.', '_' "
+                "and '-', at most 63, starting with a letter or digit."
+            )
+        return DeploymentSpec(
+            name=name, node=node, pack=pack, model=model, min=low, max=high,
+            autoscaling=scaling, created_at=now_ms(),
+        )  # fmt: skip
+
+    async def create(self, body: dict[str, Any]) -> DeploymentView:
+        """Store and start the deployment ``body`` asks for; its view (replicas starting)."""
+        spec = self.plan(body)
+        if spec.name in self._live:
+            raise DeploymentExists(f"A deployment named '{spec.name}' exists already.")
+        stored = await anyio.to_thread.run_sync(
+            self.store.add_deployment, spec.name, self._enc.encode(spec), spec.created_at
+        )
+        if not stored:
+            raise DeploymentExists(f"A deployment named '{spec.name}' exists already.")
+        self._adopt(spec)
+        log.info(
+            "deployed %s: node %s (pack %s), replicas %s",
+            spec.name, spec.node, spec.pack, _span(spec),
+        )  # fmt: skip
+        view = self.view(spec.name)
+        assert view is not None
+        return view
+
+    async def delete(self, name: str) -> bool:
+        """Undeploy ``name``: its pack's replicas stop (calls running end first); False if none."""
+        live = self._live.pop(name, None)
+        if live is None:
+            return False
+        await anyio.to_thread.run_sync(self.store.drop_deployment, name)
+        sup = self.engine.supervisor
+        sup.set_replicas(live.spec.pack, 1)
+        self.engine.executor.rescale(live.spec.pack)
+        sup.retire_all(live.spec.pack)
+        log.info("undeployed %s: the replicas of pack %s stop", name, live.spec.pack)
+        return True
+
+    def names(self) -> list[str]:
+        return list(self._live)
+
+    def views(self) -> list[DeploymentView]:
+        return [v for v in (self.view(n) for n in self._live) if v is not None]
+
+    def view(self, name: str) -> DeploymentView | None:
+        live = self._live.get(name)
+        if live is None:
+            return None
+        spec = live.spec
+        pool = self.engine.supervisor.pool(spec.pack)
+        replicas = [
+            ReplicaView(
+                pid=w.pid,
+                generation=w.generation,
+                where=_where(w.describe()),
+                state="busy" if w.pending else "ready",
+                calls_in_flight=len(w.pending),
+            )
+            for w in pool
+        ]
+        replicas += [
+            ReplicaView(pid=None, generation=0, where="", state="starting", calls_in_flight=0)
+        ] * live.starting
+        ongoing = self.engine.executor.ongoing(spec.pack)
+        running = sum(len(w.pending) for w in pool)
+        ready = sum(1 for r in replicas if r.state != "starting")
+        if live.failure is not None and ready < live.target:
+            state = f"failing: {live.failure}"
+        elif live.target == 0:
+            state = "scaled to zero"
+        elif ready >= live.target:
+            state = "ready"
+        else:
+            state = "deploying"
+        return DeploymentView(
+            name=spec.name, node=spec.node, pack=spec.pack, model=spec.model, min=spec.min,
+            max=spec.max, target=live.target, state=state, load=ongoing,
+            queue=max(0, ongoing - running), replicas=replicas,
+            autoscaling=spec.autoscaling if spec.min != spec.max else None,
+            decisions=list(live.decisions), created_at=spec.created_at,
+        )  # fmt: skip
+
+    async def until_ready(self, name: str, timeout: float) -> DeploymentView | None:
+        """The view once every replica of ``name`` is up (bounded by ``timeout``)."""
+        with anyio.move_on_after(timeout):
+            while True:
+                view = self.view(name)
+                if view is None or view.state == "ready" or view.state.startswith("failing"):
+                    return view
+                await anyio.sleep(TICK_S)  # the replicas start in the keeper's task
+        return self.view(name)
+
+    def _node_and_model(self, node: Any, model: Any) -> tuple[str, str | None]:
+        """The node a deployment serves, and its model: ``node`` may name a model a node's
+        picker offers instead (the node is then the one that offers it)."""
+        if not isinstance(node, str) or not node:
+            raise DeploymentError('Say which node to deploy: {"node": "<node type>"}.')
+        if model is not None and (not isinstance(model, str) or not model):
+            raise DeploymentError("'model' is the name of a model file or folder, if given.")
+        if self.engine.registry.lookup(node) is not None:
+            if model is not None and not self._offers(node, model):
+                raise DeploymentError(f"Node {node} offers no model '{model}'.")
+            return node, model
+        offering = [d.type for d in self.engine.descriptors() if self._offers(d.type, node)]
+        if len(offering) == 1 and model is None:
+            return offering[0], node
+        if len(offering) > 1:
+            raise DeploymentError(
+                f"Model '{node}' is offered by {len(offering)} nodes ({', '.join(offering)}); "
+                'deploy one of them with this model: {"node": ..., "model": ...}.'
+            )
+        raise DeploymentError(
+            f"Unknown node or model '{node}' (inline nodes lists the nodes, inline models the "
+            "models)."
+        )
+
+    def _offers(self, node: str, model: str) -> bool:
+        descriptor = self.engine.descriptor(node)
+        if descriptor is None:
+            return False
+        return any(
+            p.options_from and any(o.value == model for o in p.options) for p in descriptor.params
+        )
+
+    @staticmethod
+    def _range(body: dict[str, Any]) -> tuple[int, int]:
+        def count(key: str, least: int) -> int | None:
+            value = body.get(key)
+            if value is None:
+                return None
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise DeploymentError(f"'{key}' is a whole number >= {least}, not {value!r}.")
+            return value
+
+        replicas, low, high = count("replicas", 1), count("min", 0), count("max", 1)
+        if replicas is not None:
+            if low is not None or high is not None:
+                raise DeploymentError("Give 'replicas', or 'min' and 'max', not both.")
+            return replicas, replicas
+        if low is None and high is None:
+            return 1, 1
+        low = 1 if low is None else low
+        high = max(low, 1) if high is None else high
+        if low > high:
+            raise DeploymentError(f"'min' ({low}) is more than 'max' ({high}).")
+        return low, high
+
+    @staticmethod
+    def _autoscaling(body: dict[str, Any]) -> Autoscaling:
+        knobs: dict[str, float] = {}
+        for key in Autoscaling.__struct_fields__:
+            value = body.get(key)
+            if value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise DeploymentError(f"'{key}' is a number >= 0, not {value!r}.")
+            knobs[key] = float(value)
+        if knobs.get("target_ongoing") == 0:
+            raise DeploymentError("'target_ongoing' is the calls one replica takes: more than 0.")
+        return Autoscaling(**knobs)
+
+    # keeping -----------------------------------------------------------------------------------
+    def _adopt(self, spec: DeploymentSpec) -> None:
+        live = self._live[spec.name] = _Live(spec)
+        live.target = spec.min if spec.min != spec.max else spec.max
+        self.engine.supervisor.set_replicas(spec.pack, max(1, live.target))
+        self.engine.executor.rescale(spec.pack)
+
+    async def _keep(self) -> None:
+        """Size every deployment, for as long as the service runs."""
+        while True:
+            for live in list(self._live.values()):
+                self._scale(live)
+                self._fill(live)
+            await anyio.sleep(TICK_S)
+
+    def _scale(self, live: _Live) -> None:
+        spec = live.spec
+        if spec.min == spec.max:
+            return
+        now = time.monotonic()
+        ongoing = self.engine.executor.ongoing(spec.pack)
+        if ongoing:
+            live.last_call = now
+        scaling = spec.autoscaling
+        if ongoing:
+            wanted = math.ceil(ongoing / scaling.target_ongoing)
+        elif live.target == 0 or (spec.min == 0 and now - live.last_call >= scaling.idle_s):
+            wanted = 0  # none until a call comes (one warm replica until ``idle_s``)
+        else:
+            wanted = max(spec.min, 1)
+        wanted = min(spec.max, max(spec.min, wanted))
+        if wanted > live.target:
+            live.want_fewer_since = None
+            live.want_more_since = live.want_more_since or now
+            if live.target == 0 or now - live.want_more_since >= scaling.upscale_delay_s:
+                self._decide(live, wanted, f"{ongoing} ongoing call(s)")
+        elif wanted < live.target:
+            live.want_more_since = None
+            live.want_fewer_since = live.want_fewer_since or now
+            if now - live.want_fewer_since >= scaling.downscale_delay_s or wanted == 0:
+                idle = f"idle {scaling.idle_s:g} s" if wanted == 0 else f"{ongoing} ongoing"
+                self._decide(live, wanted, idle)
+        else:
+            live.want_more_since = live.want_fewer_since = None
+
+    def _decide(self, live: _Live, to: int, reason: str) -> None:
+        spec, was = live.spec, live.target
+        live.target = to
+        live.want_more_since = live.want_fewer_since = None
+        live.decisions.append(
+            Decision(at=now_ms(), replicas_from=was, replicas_to=to, reason=reason)
+        )
+        log.info(
+            "deployment %s: %d -> %d replica(s) (%s; target %g ongoing per replica)",
+            spec.name, was, to, reason, spec.autoscaling.target_ongoing,
+        )  # fmt: skip
+        sup = self.engine.supervisor
+        sup.set_replicas(spec.pack, max(1, to))
+        self.engine.executor.rescale(spec.pack)
+        if to == 0:
+            sup.retire_all(spec.pack)
+
+    def _fill(self, live: _Live) -> None:
+        """Start the replicas the deployment's size asks for and its pool lacks."""
+        missing = live.target - len(self.engine.supervisor.pool(live.spec.pack)) - live.starting
+        for _ in range(max(0, missing)):
+            if self._tg is None:
+                return
+            live.starting += 1
+            self._tg.start_soon(self._start_one, live)
+
+    async def _start_one(self, live: _Live) -> None:
+        try:
+            await self.engine.supervisor.add_replica(live.spec.pack)
+            live.failure = None
+        except Exception as exc:  # the pack cannot start: said in the view, tried again later
+            if live.failure is None:
+                log.warning("deployment %s: a replica failed to start: %s", live.spec.name, exc)
+            live.failure = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            await anyio.sleep(1.0)  # not a hot loop of failing starts
+        finally:
+            live.starting -= 1
+
+
+def _where(described: dict[str, Any]) -> str:
+    return str(described.get("node") or described.get("launcher") or "local")
+
+
+def _default_name(node: str) -> str:
+    return re.sub(r"[^a-z0-9._-]+", "-", node.lower()).strip("-")[:63] or "deployment"
+
+
+def _span(spec: DeploymentSpec) -> str:
+    return str(spec.min) if spec.min == spec.max else f"{spec.min}..{spec.max}"
