@@ -32,7 +32,8 @@ def in_thread(fn):
 
 def main() -> None:
     import torch
-    from _batch_probe import PROMPTS, concurrently, context, load, pixel_diff
+    from _batch_probe import PROMPTS, concurrently, load, pixel_diff
+    from _probe_ctx import probe_context
     from inline_primitives.runtime import (
         BatchedDenoiser,
         DenoiseRequest,
@@ -47,7 +48,7 @@ def main() -> None:
         int(sys.argv[3]),
         int(sys.argv[4]),
     )
-    models = load(root, context())
+    models = load(root, probe_context())
     h, w = latent_size(size, size)
     conds = [encode_prompts(models["text_encoder"], [p]) for p in PROMPTS[:N]]
 

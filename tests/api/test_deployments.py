@@ -4,6 +4,8 @@ and clear refusals of bad input."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -90,6 +92,20 @@ def test_a_deployment_serves_calls_at_once_survives_a_restart_and_undeploys(live
     for run_id in runs:
         eventually(lambda rid=run_id: client.get(f"/v1/runs/{rid}").json()["status"] == "done",
                    f"run {run_id} done")  # fmt: skip
+    # a replica killed is replaced: the deployment is back to two
+    victim = next(iter(first_pids))
+    os.kill(victim, signal.SIGKILL)
+    view = eventually(
+        lambda: (
+            (v := deployment(client, "testpack-gate"))["state"] == "ready"
+            and victim not in {x["pid"] for x in v["replicas"]}
+            and v
+        ),
+        "the killed replica replaced",
+        timeout=240,
+    )
+    assert len(view["replicas"]) == 2
+    first_pids = {x["pid"] for x in view["replicas"]} | {victim}
     # a restart brings the deployment back with its replicas
     server.stop()
     again = start_server(server.data_dir, tmp_path / "inputs", port=server.port)
