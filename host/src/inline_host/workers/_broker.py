@@ -105,6 +105,11 @@ class Broker:
         for k in [k for k in self._plans if k[0] == key]:
             del self._plans[k]
 
+    def held(self, key: str) -> list[str]:
+        """The names (paths) of the models worker ``key`` holds, as it last reported."""
+        ledger = self._workers.get(key)
+        return [] if ledger is None else [m.name for m in ledger.models]
+
     def report(self, key: str, msg: Holding) -> None:
         """A worker's ``Holding``."""
         ledger = self._workers.get(key)

@@ -2,9 +2,11 @@
 death.
 
 A pack runs as one replica unless told more (``set_replicas``): replicas start as calls need
-them, up to that count. A call whose inputs are handles goes to the replica that made them; any
-other call goes to the replica with the fewest calls in flight (an idle one first), and a new
-replica starts while every live one is busy and the pool is not full. A replica that dies fails
+them, up to that count. A call whose inputs are handles goes to the replica that made them; a
+call whose params pick a model file goes to an idle replica that holds that model (the memory
+broker's ledger says which), else to an idle one that holds none; any other call goes to the
+replica with the fewest calls in flight, and a new replica starts while every live one is busy
+(or holds another model) and the pool is not full. A replica that dies fails
 only its own calls in flight; the next call that needs one starts another.
 
 Workers start through the ``WorkerLauncher`` the settings name (``INLINE_LAUNCHER``); see
@@ -114,22 +116,24 @@ class Supervisor:
                 return pool[-1]
             return await self._start(pack)
 
-    async def worker(self, pack: str, *, owner: int | None = None) -> WorkerProcess:
+    async def worker(
+        self, pack: str, *, owner: int | None = None, wants: frozenset[str] = frozenset()
+    ) -> WorkerProcess:
         """A live replica of ``pack`` for one call: the replica of generation ``owner`` (the
         one whose handles the call takes) while it lives, else the least busy, starting one
         while every replica is busy and the pool has room. A replica whose exit is seen (even
         before its reader noticed) is never chosen."""
-        chosen = self._choose(pack, owner)
+        chosen = self._choose(pack, owner, wants)
         if chosen is not None:
             return chosen
         lock = self._locks.setdefault(pack, anyio.Lock())
         async with lock:
-            chosen = self._choose(pack, owner)
+            chosen = self._choose(pack, owner, wants)
             if chosen is not None:
                 return chosen
             return await self._start(pack)
 
-    def _choose(self, pack: str, owner: int | None) -> WorkerProcess | None:
+    def _choose(self, pack: str, owner: int | None, wants: frozenset[str]) -> WorkerProcess | None:
         """A replica to take a call now, or None where one should start."""
         usable = [w for w in self._pools.get(pack, ()) if w.usable()]
         if owner is not None:
@@ -138,8 +142,20 @@ class Supervisor:
                     return w
         if not usable:
             return None
+        room = len(usable) < self.replicas(pack)
+        if wants and len(usable) + room > 1:  # a choice to make: the model decides
+            idle = [w for w in usable if not w.pending]
+            held = {w: self.broker.held(w.shm_prefix) for w in idle}
+            for w in idle:
+                if any(_names(path, wants) for path in held[w]):
+                    return w
+            empty = [w for w in idle if not held[w]]
+            if empty:
+                return empty[0]
+            if room:
+                return None  # each idle replica holds another model: a new one takes this
         least = min(usable, key=lambda w: len(w.pending))
-        if least.pending and len(usable) < self.replicas(pack):
+        if least.pending and room:
             return None  # every replica is busy and there is room for one more
         return least
 
@@ -241,7 +257,7 @@ class Supervisor:
             ),
             None,
         )
-        proc = await self.worker(pack, owner=owner)
+        proc = await self.worker(pack, owner=owner, wants=self._models_of(node_type, params))
         return await proc.call(
             node_type,
             node_id,
@@ -249,6 +265,17 @@ class Supervisor:
             inputs,
             on_event,
             self.settings.call_timeout if timeout is None else timeout,
+        )
+
+    def _models_of(self, node_type: str, params: dict[str, Any]) -> frozenset[str]:
+        """The model files a call's params pick (the values of its picker params)."""
+        entry = self.registry.entries.get(node_type)
+        if entry is None:
+            return frozenset()
+        return frozenset(
+            value
+            for p in entry.descriptor.params
+            if p.options_from and isinstance(value := params.get(p.key), str) and value
         )
 
     def release_soon(self, values: list[HostValue]) -> None:
@@ -276,3 +303,8 @@ class Supervisor:
             for proc in [*(w for pool in self._pools.values() for w in pool), *self._retiring]:
                 await proc.stop()
             self.bulk.close()
+
+
+def _names(path: str, wants: frozenset[str]) -> bool:
+    """Whether the model at ``path`` is one a call picked (by its name, or its path's end)."""
+    return any(path == w or path.endswith("/" + w) for w in wants)

@@ -1,0 +1,53 @@
+"""Model affinity in a pool: two Z-Image models alternated over two replicas each stay on the
+replica that loaded them (the memory broker's ledger says which holds what)."""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+import pytest
+from inline_host import Engine
+
+from ..e2e._graphs import n, request
+from .conftest import Tiny, install_comfy_layout
+
+pytestmark = pytest.mark.anyio
+A = "tiny_z_image_turbo.safetensors"
+B = "tiny_b.safetensors"
+
+
+def render(model: str, seed: int) -> dict[str, Any]:
+    params = {"width": 256, "height": 256, "steps": 1, "seed": seed, "model": model}
+    return request(
+        "z",
+        n("p", "input/text", {"text": "a fox"}),
+        n("z", "alibaba/z-image-turbo", params, prompt=("p", "text")),
+    )
+
+
+async def test_two_models_stay_on_the_replicas_that_loaded_them(tiny: Tiny, settings):
+    models = install_comfy_layout(tiny, settings.models_dir)
+    shutil.copy(models / "diffusion_models" / A, models / "diffusion_models" / B)
+    async with Engine.open(settings) as engine:
+        sup = engine.supervisor
+        sup.set_replicas("zimage", 2)
+        engine.executor.rescale("zimage")
+        first = await sup.add_replica("zimage")
+        second = await sup.add_replica("zimage")
+        assert first is not second
+
+        def diffusion(replica: Any) -> list[str]:
+            held = sup.broker.held(replica.shm_prefix)
+            return sorted(p.rsplit("/", 1)[-1] for p in held if "diffusion_models" in p)
+
+        expected = None
+        for seed, model in enumerate([A, B, A, B, B, A]):
+            await engine.run(render(model, seed))
+            now = (diffusion(first), diffusion(second))
+            if expected is None and now[0] and now[1]:
+                expected = now  # each replica has loaded one of the two
+            if expected is not None:
+                assert now == expected, f"a replica loaded another model at render {seed}"
+        assert expected is not None and sorted(expected) == sorted([[A], [B]])
+        assert len(sup.pool("zimage")) == 2
