@@ -222,3 +222,13 @@ def test_a_range_from_zero_starts_on_a_call_and_goes_back_to_zero_when_idle(live
     assert [(d["replicasFrom"], d["replicasTo"]) for d in view["decisions"]] == [(0, 1), (1, 0)]
     eventually(lambda: "testpack" not in client.get("/v1/health").json()["workers"],
                "the replica stopped")  # fmt: skip
+
+
+def test_auto_is_one_replica_per_gpu_and_one_without(live):
+    _, client = live
+    gpus = len(client.get("/v1/health").json()["device"]["gpus"])
+    r = client.post("/v1/deployments", json={"node": "testpack/gate", "replicas": "auto"})
+    assert r.status_code == 201, r.text
+    assert r.json()["min"] == r.json()["max"] == max(1, gpus)
+    bad = client.post("/v1/deployments", json={"node": "testpack/echo", "replicas": "many"})
+    assert bad.status_code == 422 and 'or "auto"' in bad.json()["error"]["message"]

@@ -26,7 +26,8 @@ def add_deploy_parsers(subparsers: Any) -> None:
     deploy.add_argument("target", metavar="NODE_OR_MODEL",
                         help="a node type, or a model a node's picker offers")  # fmt: skip
     count = deploy.add_mutually_exclusive_group()
-    count.add_argument("--replicas", type=int, metavar="N", help="exactly N replicas")
+    count.add_argument("--replicas", type=_replicas, metavar="N",
+                       help="exactly N replicas, or auto: one per GPU (one without)")  # fmt: skip
     count.add_argument("--min", type=int, metavar="N", help="at least N (0: none when idle)")
     deploy.add_argument("--max", type=int, metavar="M", help="at most M (scaled by the calls)")
     deploy.add_argument("--name", help="the deployment's name (default: from the node)")
@@ -39,6 +40,15 @@ def add_deploy_parsers(subparsers: Any) -> None:
     undeploy = subparsers.add_parser("undeploy", help="stop a deployment's replicas")
     undeploy.add_argument("name")
     subparsers.add_parser("deployments", help="the deployments: replicas, where, state, load")
+
+
+def _replicas(text: str) -> int | str:
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a whole number or auto, not {text!r}") from None
 
 
 def run_deploy(args: argparse.Namespace) -> int:

@@ -155,7 +155,7 @@ class DeploymentService:
                 f"Unknown field(s) {', '.join(unknown)}; a deployment takes {takes}."
             )
         node, model = self._node_and_model(body.get("node"), body.get("model"))
-        low, high = self._range(body)
+        low, high = self._range(body, max(1, len(self.engine.supervisor.broker.inventory.gpus)))
         scaling = self._autoscaling(body)
         pack = self.engine.registry.entries[node].pack
         others = [s.spec.name for s in self._live.values() if s.spec.pack == pack]
@@ -295,16 +295,26 @@ class DeploymentService:
         )
 
     @staticmethod
-    def _range(body: dict[str, Any]) -> tuple[int, int]:
+    def _range(body: dict[str, Any], gpus: int = 1) -> tuple[int, int]:
+        """(min, max) from ``replicas`` (a count, or ``"auto"``: ``gpus``) or ``min``/``max``."""
+
         def count(key: str, least: int) -> int | None:
             value = body.get(key)
             if value is None:
                 return None
             if isinstance(value, bool) or not isinstance(value, int) or value < least:
-                raise DeploymentError(f"'{key}' is a whole number >= {least}, not {value!r}.")
+                also = ' or "auto" (one per GPU)' if key == "replicas" else ""
+                raise DeploymentError(f"'{key}' is a whole number >= {least}{also}, not {value!r}.")
             return value
 
+        auto = body.get("replicas") == "auto"
+        if auto:
+            body = {k: v for k, v in body.items() if k != "replicas"}
         replicas, low, high = count("replicas", 1), count("min", 0), count("max", 1)
+        if auto:
+            if low is not None or high is not None:
+                raise DeploymentError("Give 'replicas', or 'min' and 'max', not both.")
+            return gpus, gpus
         if replicas is not None:
             if low is not None or high is not None:
                 raise DeploymentError("Give 'replicas', or 'min' and 'max', not both.")
