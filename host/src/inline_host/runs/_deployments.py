@@ -129,6 +129,7 @@ class DeploymentService:
         self._tg: anyio.abc.TaskGroup | None = None
         self._dec = msgspec.json.Decoder(DeploymentSpec)
         self._enc = msgspec.json.Encoder()
+        self._some = anyio.Event()
 
     async def start(self, tg: anyio.abc.TaskGroup) -> int:
         """Bring back the stored deployments and keep them sized; how many came back."""
@@ -344,6 +345,7 @@ class DeploymentService:
     # keeping -----------------------------------------------------------------------------------
     def _adopt(self, spec: DeploymentSpec) -> None:
         live = self._live[spec.name] = _Live(spec)
+        self._some.set()
         live.target = spec.min if spec.min != spec.max else spec.max
         self.engine.supervisor.set_replicas(spec.pack, max(1, live.target))
         self.engine.executor.rescale(spec.pack)
@@ -351,6 +353,9 @@ class DeploymentService:
     async def _keep(self) -> None:
         """Size every deployment, for as long as the service runs."""
         while True:
+            if not self._live:  # nothing to keep: sleep until a deployment comes
+                self._some = anyio.Event()
+                await self._some.wait()
             for live in list(self._live.values()):
                 self._scale(live)
                 self._fill(live)
