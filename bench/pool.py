@@ -35,13 +35,21 @@ def sleep_run(seconds: float) -> dict[str, Any]:
     return {"graph": {"schemaVersion": 1, "nodes": [node]}, "target": "s"}
 
 
-async def all_at_once(engine: Any, seconds: list[float]) -> float:
-    """Seconds until every run of ``seconds`` (each its own value: no cache hit) has ended."""
+async def all_at_once(engine: Any, docs: list[dict[str, Any]]) -> float:
+    """Seconds until every run of ``docs`` (each its own params: no cache hit) has ended."""
     started = time.perf_counter()
     async with anyio.create_task_group() as tg:
-        for s in seconds:
-            tg.start_soon(engine.run, sleep_run(s))
+        for doc in docs:
+            tg.start_soon(engine.run, doc)
     return time.perf_counter() - started
+
+
+def sleeps(seconds: list[float]) -> list[dict[str, Any]]:
+    return [sleep_run(s) for s in seconds]
+
+
+def renders(seeds: list[int]) -> list[dict[str, Any]]:
+    return [render_run(s) for s in seeds]
 
 
 async def measure() -> dict[str, float]:
@@ -50,12 +58,13 @@ async def measure() -> dict[str, float]:
     async with Engine.open(bench_settings()) as engine:
         sup = engine.supervisor
         nonce = time.time_ns() % 1_000_000 * 1e-9  # runs of an earlier bench are cached
-        await all_at_once(engine, [0.01 + nonce])  # one replica, warm
-        one = await all_at_once(engine, [SECONDS + nonce + i * 1e-6 for i in range(RUNS)])
+        await all_at_once(engine, sleeps([0.01 + nonce]))  # one replica, warm
+        one = await all_at_once(engine, sleeps([SECONDS + nonce + i * 1e-6 for i in range(RUNS)]))
         sup.set_replicas("benchpack", 2)
-        await all_at_once(engine, [0.2 + nonce + i * 1e-6 for i in range(2)])  # both warm
+        await all_at_once(engine, sleeps([0.2 + nonce + i * 1e-6 for i in range(2)]))  # both warm
         assert len(sup.pool("benchpack")) == 2, "the second replica did not start"
-        two = await all_at_once(engine, [SECONDS + nonce + 1e-3 + i * 1e-6 for i in range(RUNS)])
+        later = nonce + 1e-3  # other params than the first round's
+        two = await all_at_once(engine, sleeps([SECONDS + later + i * 1e-6 for i in range(RUNS)]))
     return {"one": one, "two": two}
 
 
@@ -71,30 +80,22 @@ def render_run(seed: int) -> dict[str, Any]:
     }  # fmt: skip
 
 
-async def renders_at_once(engine: Any, seeds: list[int]) -> float:
-    started = time.perf_counter()
-    async with anyio.create_task_group() as tg:
-        for seed in seeds:
-            tg.start_soon(engine.run, render_run(seed))
-    return time.perf_counter() - started
-
-
 async def measure_renders(settings: Any) -> dict[str, float]:
     from inline_host import Engine
 
     base = time.time_ns() % 1_000_000 * 1000  # seeds no earlier bench rendered
     async with Engine.open(settings) as engine:
         sup = engine.supervisor
-        await renders_at_once(engine, [base])  # one replica, its model loaded
-        one = await renders_at_once(engine, [base + 1 + i for i in range(RUNS)])
+        await all_at_once(engine, renders([base]))  # one replica, its model loaded
+        one = await all_at_once(engine, renders([base + 1 + i for i in range(RUNS)]))
         sup.set_replicas("zimage", 2)
-        await renders_at_once(engine, [base + 100, base + 101])  # both loaded
+        await all_at_once(engine, renders([base + 100, base + 101]))  # both loaded
         assert len(sup.pool("zimage")) == 2, "the second replica did not start"
-        two = await renders_at_once(engine, [base + 200 + i for i in range(RUNS)])
+        two = await all_at_once(engine, renders([base + 200 + i for i in range(RUNS)]))
     return {"one": one, "two": two}
 
 
-def renders() -> dict[str, float]:
+def render_half() -> dict[str, float]:
     """The render half, over a tiny Z-Image built with the zimage pack's own Python."""
     os.environ["OMP_NUM_THREADS"] = "1"  # the workers inherit it: one thread each
     os.environ["INLINE_MAX_BATCH"] = "1"  # each render its own call: the pool, not batching
@@ -106,7 +107,7 @@ def renders() -> dict[str, float]:
 
 def main() -> None:
     t = anyio.run(measure)
-    r = renders()
+    r = render_half()
     write_result(
         "pool",
         {

@@ -58,13 +58,11 @@ def guard_operator(connection: ASGIConnection[Any, Any, Any, Any], _: BaseRouteH
     """A Litestar guard: state-changing requests need the operator token, even on loopback."""
     if connection.scope.get("method", "GET") not in ("POST", "PUT", "PATCH", "DELETE"):
         return
-    token: str = connection.app.state.operator_token
-    if not bearer_matches(connection.headers.get("authorization"), token):
-        raise NotAuthorizedException(
-            "Installing, changing or removing packs, granting consents, and starting or "
-            "cancelling downloads over HTTP need the operator token: send 'Authorization: "
-            "Bearer <token>' with INLINE_TOKEN, or with the token in <data dir>/operator-token."
-        )
+    _require_token(
+        connection,
+        "Installing, changing or removing packs, granting consents, and starting or "
+        "cancelling downloads over HTTP need the operator token",
+    )
 
 
 def guard_operator_always(
@@ -72,10 +70,13 @@ def guard_operator_always(
 ) -> None:
     """A Litestar guard: every request needs the operator token (deployments: reading them
     shows what runs where)."""
+    _require_token(connection, "Deployments over HTTP need the operator token")
+
+
+def _require_token(connection: ASGIConnection[Any, Any, Any, Any], what: str) -> None:
     token: str = connection.app.state.operator_token
     if not bearer_matches(connection.headers.get("authorization"), token):
         raise NotAuthorizedException(
-            "Deployments over HTTP need the operator token: send 'Authorization: Bearer "
-            "<token>' with INLINE_TOKEN, or with the token in <data dir>/operator-token "
-            "(the inline deploy commands read it from there)."
+            f"{what}: send 'Authorization: Bearer <token>' with INLINE_TOKEN, or with the "
+            "token in <data dir>/operator-token."
         )
