@@ -51,3 +51,29 @@ async def test_two_models_stay_on_the_replicas_that_loaded_them(tiny: Tiny, sett
                 assert now == expected, f"a replica loaded another model at render {seed}"
         assert expected is not None and sorted(expected) == sorted([[A], [B]])
         assert len(sup.pool("zimage")) == 2
+
+
+async def test_a_gpu_pack_gets_no_more_replicas_than_gpus(settings, tmp_path):
+    from inline_core import Gpu, Inventory
+    from inline_host.runs import DeploymentError, DeploymentService, RunStore
+
+    async with Engine.open(settings) as engine:
+        store = RunStore(tmp_path / "deployments.db")
+        service = DeploymentService(engine, store)
+        broker = engine.supervisor.broker
+        real = broker.inventory
+        try:
+            # the hardware of a one-GPU machine (this one has none): what the plan is checked on
+            gpu = Gpu(index=0, name="one", total_bytes=24 << 30, free_bytes=24 << 30)
+            broker.inventory = Inventory(real.ram_total_bytes, real.ram_free_bytes, (gpu,))
+            with pytest.raises(DeploymentError, match=r"needs a GPU of its own .* has 1"):
+                service.plan({"node": "alibaba/z-image-turbo", "replicas": 2})
+            with pytest.raises(DeploymentError, match="at most 1"):
+                service.plan({"node": "alibaba/z-image-turbo", "min": 0, "max": 3})
+            assert service.plan({"node": "alibaba/z-image-turbo", "replicas": "auto"}).max == 1
+            assert service.plan({"node": "input/text", "replicas": 3}).max == 3  # no model files
+            broker.inventory = real
+            assert service.plan({"node": "alibaba/z-image-turbo", "replicas": 2}).max == 2  # CPU
+        finally:
+            broker.inventory = real
+            store.close()

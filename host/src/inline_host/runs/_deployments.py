@@ -159,6 +159,7 @@ class DeploymentService:
         low, high = self._range(body, max(1, len(self.engine.supervisor.broker.inventory.gpus)))
         scaling = self._autoscaling(body)
         pack = self.engine.registry.entries[node].pack
+        self._check_devices(pack, high)
         others = [s.spec.name for s in self._live.values() if s.spec.pack == pack]
         if others:
             raise DeploymentError(
@@ -286,6 +287,19 @@ class DeploymentService:
             f"Unknown node or model '{node}' (inline nodes lists the nodes, inline models the "
             "models)."
         )
+
+    def _check_devices(self, pack: str, replicas: int) -> None:
+        """Refuse more replicas than GPUs for a pack whose every replica needs one (its nodes
+        load model files, and the machine has GPUs and is not run as ``cpu``)."""
+        gpus = len(self.engine.supervisor.broker.inventory.gpus)
+        info = self.engine.registry.packs.get(pack)
+        if gpus == 0 or info is None or self.engine.settings.profile == "cpu":
+            return
+        if any(n.models for n in info.manifest.nodes.values()) and replicas > gpus:
+            raise DeploymentError(
+                f"Each replica of pack '{pack}' needs a GPU of its own (its nodes load model "
+                f"files) and this machine has {gpus}: ask for at most {gpus} replica(s)."
+            )
 
     def _offers(self, node: str, model: str) -> bool:
         descriptor = self.engine.descriptor(node)
