@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import signal
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -145,3 +146,18 @@ async def test_a_smaller_pool_retires_the_extra_replicas_after_their_calls(setti
         assert len(engine.supervisor.pool("testpack")) == 1
         with pytest.raises(ValueError, match="at least one replica"):
             engine.supervisor.set_replicas("testpack", 0)
+
+
+async def test_the_idle_reaper_leaves_the_replicas_a_deployment_keeps(settings, tmp_path):
+    settings = replace(settings, worker_idle=0.3)
+    async with Engine.open(settings) as engine:
+        sup = engine.supervisor
+        sup.set_replicas("testpack", 2, keep=2)
+        kept = [await sup.add_replica("testpack"), await sup.add_replica("testpack")]
+        # a pack nobody keeps: its idle worker is stopped, so a reap pass has run
+        await sup.call("basics", "input/text", "t", {"text": "idle soon"}, {})
+        loose = sup.workers()["basics"]
+        with anyio.fail_after(60):
+            while loose.alive:  # bounded: the reaper stops it once idle 0.3 s
+                await anyio.sleep(0.05)
+        assert all(w.alive for w in kept) and sup.pool("testpack") == kept

@@ -32,7 +32,6 @@ async def test_two_models_stay_on_the_replicas_that_loaded_them(tiny: Tiny, sett
     async with Engine.open(settings) as engine:
         sup = engine.supervisor
         sup.set_replicas("zimage", 2)
-        engine.executor.rescale("zimage")
         first = await sup.add_replica("zimage")
         second = await sup.add_replica("zimage")
         assert first is not second

@@ -130,6 +130,7 @@ class DeploymentService:
         self._dec = msgspec.json.Decoder(DeploymentSpec)
         self._enc = msgspec.json.Encoder()
         self._some = anyio.Event()
+        self._creating = anyio.Lock()
 
     async def start(self, tg: anyio.abc.TaskGroup) -> int:
         """Bring back the stored deployments and keep them sized; how many came back."""
@@ -180,15 +181,14 @@ class DeploymentService:
 
     async def create(self, body: dict[str, Any]) -> DeploymentView:
         """Store and start the deployment ``body`` asks for; its view (replicas starting)."""
-        spec = self.plan(body)
-        if spec.name in self._live:
-            raise DeploymentExists(f"A deployment named '{spec.name}' exists already.")
-        stored = await anyio.to_thread.run_sync(
-            self.store.add_deployment, spec.name, self._enc.encode(spec), spec.created_at
-        )
-        if not stored:
-            raise DeploymentExists(f"A deployment named '{spec.name}' exists already.")
-        self._adopt(spec)
+        async with self._creating:  # two asks for one pack at once: the second is refused
+            spec = self.plan(body)
+            stored = await anyio.to_thread.run_sync(
+                self.store.add_deployment, spec.name, self._enc.encode(spec), spec.created_at
+            )
+            if not stored:
+                raise DeploymentExists(f"A deployment named '{spec.name}' exists already.")
+            self._adopt(spec)
         log.info(
             "deployed %s: node %s (pack %s), replicas %s",
             spec.name, spec.node, spec.pack, _span(spec),
@@ -205,13 +205,9 @@ class DeploymentService:
         await anyio.to_thread.run_sync(self.store.drop_deployment, name)
         sup = self.engine.supervisor
         sup.set_replicas(live.spec.pack, 1)
-        self.engine.executor.rescale(live.spec.pack)
         sup.retire_all(live.spec.pack)
         log.info("undeployed %s: the replicas of pack %s stop", name, live.spec.pack)
         return True
-
-    def names(self) -> list[str]:
-        return list(self._live)
 
     def views(self) -> list[DeploymentView]:
         return [v for v in (self.view(n) for n in self._live) if v is not None]
@@ -322,14 +318,8 @@ class DeploymentService:
                 raise DeploymentError(f"'{key}' is a whole number >= {least}{also}, not {value!r}.")
             return value
 
-        auto = body.get("replicas") == "auto"
-        if auto:
-            body = {k: v for k, v in body.items() if k != "replicas"}
-        replicas, low, high = count("replicas", 1), count("min", 0), count("max", 1)
-        if auto:
-            if low is not None or high is not None:
-                raise DeploymentError("Give 'replicas', or 'min' and 'max', not both.")
-            return gpus, gpus
+        replicas = gpus if body.get("replicas") == "auto" else count("replicas", 1)
+        low, high = count("min", 0), count("max", 1)
         if replicas is not None:
             if low is not None or high is not None:
                 raise DeploymentError("Give 'replicas', or 'min' and 'max', not both.")
@@ -360,9 +350,7 @@ class DeploymentService:
     def _adopt(self, spec: DeploymentSpec) -> None:
         live = self._live[spec.name] = _Live(spec)
         self._some.set()
-        live.target = spec.min if spec.min != spec.max else spec.max
-        self.engine.supervisor.set_replicas(spec.pack, max(1, live.target))
-        self.engine.executor.rescale(spec.pack)
+        self.engine.supervisor.set_replicas(spec.pack, max(1, live.target), keep=live.target)
 
     async def _keep(self) -> None:
         """Size every deployment, for as long as the service runs."""
@@ -417,8 +405,7 @@ class DeploymentService:
             spec.name, was, to, reason, spec.autoscaling.target_ongoing,
         )  # fmt: skip
         sup = self.engine.supervisor
-        sup.set_replicas(spec.pack, max(1, to))
-        self.engine.executor.rescale(spec.pack)
+        sup.set_replicas(spec.pack, max(1, to), keep=to)
         if to == 0:
             sup.retire_all(spec.pack)
 

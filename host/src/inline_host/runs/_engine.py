@@ -180,6 +180,7 @@ class Engine:
             broker=broker,
             secrets=secrets,
             on_worker_exit=self._worker_gone,
+            on_resize=lambda pack: self.executor.rescale(pack),
             launcher=launcher,
         )
         self.cache = OutputCache(

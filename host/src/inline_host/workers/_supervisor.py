@@ -55,6 +55,7 @@ class Supervisor:
         broker: Broker,
         secrets: SecretsReader | None = None,
         on_worker_exit: Callable[[str, int], None] | None = None,
+        on_resize: Callable[[str], None] | None = None,
         launcher: WorkerLauncher | None = None,
     ) -> None:
         self.registry = registry
@@ -69,6 +70,9 @@ class Supervisor:
         self._secrets = secrets
         self._pools: dict[str, list[WorkerProcess]] = {}
         self._sizes: dict[str, int] = {}
+        #: Replicas per pack that stay up however long they idle (a deployment's size).
+        self._kept: dict[str, int] = {}
+        self._on_resize = on_resize
         self._locks: dict[str, anyio.Lock] = {}
         self._generations: dict[str, int] = {}
         self._on_worker_exit = on_worker_exit
@@ -92,16 +96,20 @@ class Supervisor:
         """How many replicas the pack may run at once (1 unless ``set_replicas`` said more)."""
         return self._sizes.get(pack, 1)
 
-    def set_replicas(self, pack: str, count: int) -> None:
-        """Let ``pack`` run up to ``count`` replicas (at least one). Replicas beyond a smaller
-        count finish the calls they are running, then stop."""
+    def set_replicas(self, pack: str, count: int, *, keep: int = 0) -> None:
+        """Let ``pack`` run up to ``count`` replicas (at least one), ``keep`` of them up even
+        when idle. Replicas beyond a smaller count finish the calls they are running, then
+        stop. ``on_resize`` hears of it (node slots follow the count)."""
         if count < 1:
             raise ValueError(f"a pack runs at least one replica, not {count}")
         self._sizes[pack] = count
+        self._kept[pack] = min(keep, count)
         pool = self._pools.get(pack, [])
         usable = [w for w in pool if w.usable()]
         for proc in usable[count:]:
             self._retire_soon(pack, proc)
+        if self._on_resize is not None:
+            self._on_resize(pack)
 
     def retire_all(self, pack: str) -> None:
         """Stop every replica of ``pack`` once its calls end (the next call starts one)."""
@@ -120,9 +128,9 @@ class Supervisor:
         self, pack: str, *, owner: int | None = None, wants: frozenset[str] = frozenset()
     ) -> WorkerProcess:
         """A live replica of ``pack`` for one call: the replica of generation ``owner`` (the
-        one whose handles the call takes) while it lives, else the least busy, starting one
-        while every replica is busy and the pool has room. A replica whose exit is seen (even
-        before its reader noticed) is never chosen."""
+        one whose handles the call takes) while it lives, else one holding a model file in
+        ``wants``, else the least busy, starting one as the module says. A replica whose exit
+        is seen (even before its reader noticed) is never chosen."""
         chosen = self._choose(pack, owner, wants)
         if chosen is not None:
             return chosen
@@ -227,10 +235,14 @@ class Supervisor:
         while True:
             await anyio.sleep(max(0.05, min(idle / 4, 5.0)))
             now = time.monotonic()
-            for pool in list(self._pools.values()):
+            for pack, pool in list(self._pools.items()):
+                spare = sum(1 for w in pool if w.alive) - self._kept.get(pack, 0)
                 for proc in list(pool):
+                    if spare <= 0:
+                        break  # the rest are a deployment's: they stay however idle
                     if proc.alive and not proc.pending and now - proc.last_active >= idle:
                         pool.remove(proc)  # the next call starts a fresh one
+                        spare -= 1
                         await proc.stop()
 
     def _exited(self, proc: WorkerProcess) -> None:
@@ -257,7 +269,9 @@ class Supervisor:
             ),
             None,
         )
-        proc = await self.worker(pack, owner=owner, wants=self._models_of(node_type, params))
+        # which model a call picks matters only where there is a replica to choose
+        wants = self._models_of(node_type, params) if self.replicas(pack) > 1 else frozenset()
+        proc = await self.worker(pack, owner=owner, wants=wants)
         return await proc.call(
             node_type,
             node_id,
