@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from _common import ROOT, bench_settings, median, write_result
+from _common import ROOT, bench_settings, median, tiny_zimage, write_result
 
 RUNS = 3
 STEPS = 2
@@ -77,13 +76,7 @@ def main() -> None:
     inline = ROOT / ".venv" / "bin" / "inline"
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
-        tiny = tmp / "tiny"
-        subprocess.run(
-            [str(python), str(ROOT / "tests" / "models" / "_tiny.py"), str(tiny)],
-            check=True, capture_output=True,
-        )  # fmt: skip
-        models = tmp / "models"
-        shutil.copytree(tiny / "comfy", models)
+        tiny, models = tiny_zimage(python, tmp)
         env = {
             **os.environ,
             "INLINE_DATA_DIR": str(settings.data_dir),
