@@ -31,6 +31,8 @@ def add_deploy_parsers(subparsers: Any) -> None:
     count.add_argument("--min", type=int, metavar="N", help="at least N (0: none when idle)")
     deploy.add_argument("--max", type=int, metavar="M", help="at most M (scaled by the calls)")
     deploy.add_argument("--name", help="the deployment's name (default: from the node)")
+    deploy.add_argument("--max-per-node", type=int, metavar="K", dest="max_per_node",
+                        help="on a Ray cluster: at most K replicas on one node")  # fmt: skip
     deploy.add_argument("--wait", action="store_true", help="return once every replica is up")
     deploy.add_argument("--timeout", type=float, default=600.0, metavar="S",
                         help="how long --wait waits (default 600)")  # fmt: skip
@@ -59,7 +61,7 @@ def run_deploy(args: argparse.Namespace) -> int:
             print("error: give --replicas, or --min and --max, not both", file=sys.stderr)
             return EXIT_INVALID
         body: dict[str, Any] = {"node": args.target}
-        for key in ("replicas", "min", "max", "name", *KNOBS):
+        for key in ("replicas", "min", "max", "name", "max_per_node", *KNOBS):
             if getattr(args, key) is not None:
                 body[key] = getattr(args, key)
         query = f"?wait=true&timeout={args.timeout:g}" if args.wait else ""

@@ -65,6 +65,9 @@ class DeploymentSpec(msgspec.Struct, frozen=True, kw_only=True):
     max: int
     autoscaling: Autoscaling
     created_at: int
+    #: On a Ray cluster: at most this many replicas on one node (Serve's
+    #: ``max_replicas_per_node``); None lets Serve pack them as it will.
+    max_per_node: int | None = None
 
 
 class Decision(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
@@ -117,6 +120,8 @@ class _Live:
         self.decisions: deque[Decision] = deque(maxlen=KEPT_DECISIONS)
         self.failure: str | None = None
         self.starting = 0
+        #: Replicas Serve ran when last looked (deployments on Ray only).
+        self.served_count: int | None = None
 
 
 class DeploymentService:
@@ -149,7 +154,8 @@ class DeploymentService:
         ``replicas`` or ``min``/``max``, with the autoscaling knobs); raises DeploymentError."""
         if not isinstance(body, dict):
             raise DeploymentError('A deployment is a JSON object: {"node": ..., ...}.')
-        known = {"node", "model", "name", "replicas", "min", "max", *Autoscaling.__struct_fields__}
+        known = {"node", "model", "name", "replicas", "min", "max", "max_per_node",
+                 *Autoscaling.__struct_fields__}  # fmt: skip
         unknown = sorted(set(body) - known)
         if unknown:
             takes = ", ".join(sorted(known))
@@ -174,9 +180,14 @@ class DeploymentService:
                 f"Name {name!r} is not a deployment name: lowercase letters, digits, '.', '_' "
                 "and '-', at most 63, starting with a letter or digit."
             )
+        per_node = body.get("max_per_node")
+        if per_node is not None and (
+            isinstance(per_node, bool) or not isinstance(per_node, int) or per_node < 1
+        ):
+            raise DeploymentError(f"'max_per_node' is a whole number >= 1, not {per_node!r}.")
         return DeploymentSpec(
             name=name, node=node, pack=pack, model=model, min=low, max=high,
-            autoscaling=scaling, created_at=now_ms(),
+            autoscaling=scaling, created_at=now_ms(), max_per_node=per_node,
         )  # fmt: skip
 
     async def create(self, body: dict[str, Any]) -> DeploymentView:
@@ -204,6 +215,8 @@ class DeploymentService:
             return False
         await anyio.to_thread.run_sync(self.store.drop_deployment, name)
         sup = self.engine.supervisor
+        if self._on_serve:
+            await sup.undeploy_served(live.spec.pack)
         sup.set_replicas(live.spec.pack, 1)
         sup.retire_all(live.spec.pack)
         log.info("undeployed %s: the replicas of pack %s stop", name, live.spec.pack)
@@ -217,6 +230,8 @@ class DeploymentService:
         if live is None:
             return None
         spec = live.spec
+        if self._on_serve:
+            return self._served_view(live)
         pool = self.engine.supervisor.pool(spec.pack)
         replicas = [
             ReplicaView(
@@ -289,8 +304,8 @@ class DeploymentService:
         load model files, and the machine has GPUs and is not run as ``cpu``)."""
         gpus = len(self.engine.supervisor.broker.inventory.gpus)
         info = self.engine.registry.packs.get(pack)
-        if gpus == 0 or info is None or self.engine.settings.profile == "cpu":
-            return
+        if gpus == 0 or info is None or self.engine.settings.profile == "cpu" or self._on_serve:
+            return  # (on a cluster, Serve places each replica where a GPU is free)
         if any(n.models for n in info.manifest.nodes.values()) and replicas > gpus:
             raise DeploymentError(
                 f"Each replica of pack '{pack}' needs a GPU of its own (its nodes load model "
@@ -347,9 +362,20 @@ class DeploymentService:
         return Autoscaling(**knobs)
 
     # keeping -----------------------------------------------------------------------------------
+    @property
+    def _on_serve(self) -> bool:
+        """Whether deployments run on Ray Serve (``INLINE_RAY_ADDRESS`` is set)."""
+        return bool(self.engine.settings.ray_address)
+
     def _adopt(self, spec: DeploymentSpec) -> None:
         live = self._live[spec.name] = _Live(spec)
         self._some.set()
+        if self._on_serve:  # Serve starts, scales and routes; the host slots its calls
+            self.engine.supervisor.set_replicas(spec.pack, max(1, spec.max))
+            live.starting = spec.min
+            if self._tg is not None:
+                self._tg.start_soon(self._serve_one, live)
+            return
         self.engine.supervisor.set_replicas(spec.pack, max(1, live.target), keep=live.target)
 
     async def _keep(self) -> None:
@@ -359,6 +385,9 @@ class DeploymentService:
                 self._some = anyio.Event()
                 await self._some.wait()
             for live in list(self._live.values()):
+                if self._on_serve:
+                    await self._look(live)
+                    continue
                 self._scale(live)
                 self._fill(live)
             await anyio.sleep(TICK_S)
@@ -429,6 +458,77 @@ class DeploymentService:
             await anyio.sleep(1.0)  # not a hot loop of failing starts
         finally:
             live.starting -= 1
+
+    # on Ray Serve -----------------------------------------------------------------------------
+    async def _serve_one(self, live: _Live) -> None:
+        """Deploy ``live`` on Serve (again after a failure, every few seconds, while it is
+        deployed)."""
+        spec = live.spec
+        scaling = msgspec.structs.asdict(spec.autoscaling)
+        sup = self.engine.supervisor
+        while self._live.get(spec.name) is live:
+            try:
+                await sup.deploy_served(
+                    spec.name, spec.pack, node=spec.node, low=spec.min, high=spec.max,
+                    scaling=scaling, model=spec.model, per_node=spec.max_per_node,
+                )  # fmt: skip
+            except Exception as exc:
+                if live.failure is None:
+                    log.warning("deployment %s: Serve could not run it: %s", spec.name, exc)
+                live.failure = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+                await anyio.sleep(5.0)  # not a hot loop of failing deploys
+                continue
+            live.failure = None
+            live.starting = 0
+            log.info("deployment %s runs on Ray Serve (%s replica(s))", spec.name, _span(spec))
+            if self._live.get(spec.name) is not live:  # undeployed while it was starting
+                await sup.undeploy_served(spec.pack)
+            return
+
+    async def _look(self, live: _Live) -> None:
+        """Where Serve runs the replicas now; a change of their count is a decision."""
+        sup = self.engine.supervisor
+        await sup.look_served(live.spec.pack)
+        served = sup.served(live.spec.pack)
+        if served is None or served.handle is None:
+            return
+        count = sum(1 for r in served.replicas if r.state == "ready")
+        if live.served_count is not None and count != live.served_count:
+            live.decisions.append(
+                Decision(at=now_ms(), replicas_from=live.served_count, replicas_to=count,
+                         reason="Ray Serve autoscaling")
+            )  # fmt: skip
+            log.info(
+                "deployment %s: %d -> %d replica(s) (Ray Serve)",
+                live.spec.name, live.served_count, count,
+            )  # fmt: skip
+        live.served_count = count
+        live.target = count
+
+    def _served_view(self, live: _Live) -> DeploymentView:
+        spec = live.spec
+        served = self.engine.supervisor.served(spec.pack)
+        listed = served.replicas if served is not None else []
+        replicas = [
+            ReplicaView(pid=r.pid, generation=0, where=r.node, state=r.state, calls_in_flight=0)
+            for r in listed
+        ]
+        running = served is not None and served.handle is not None
+        if live.failure is not None:
+            state = f"failing: {live.failure}"
+        elif not running:
+            state = "deploying"
+        elif spec.min == 0 and not any(r.state == "ready" for r in replicas) and listed:
+            state = "scaled to zero"
+        else:
+            state = "ready"
+        ongoing = self.engine.executor.ongoing(spec.pack)
+        return DeploymentView(
+            name=spec.name, node=spec.node, pack=spec.pack, model=spec.model, min=spec.min,
+            max=spec.max, target=live.target, state=state, load=ongoing, queue=0,
+            replicas=replicas, autoscaling=spec.autoscaling if spec.min != spec.max else None,
+            decisions=list(live.decisions), created_at=spec.created_at,
+        )  # fmt: skip
 
 
 def _where(described: dict[str, Any]) -> str:

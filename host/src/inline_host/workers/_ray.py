@@ -150,7 +150,8 @@ class RayLauncher:
         self._actor_class: Any = None
         self._host: str = settings.ray_host_address or ""
 
-    async def _join(self) -> Any:
+    async def join(self) -> Any:
+        """Join the cluster (once); the ``ray`` module."""
         async with self._joined:
             if self._ray is None:
                 # bounded (INLINE_RAY_CONNECT_TIMEOUT), and abandoned on cancel: a cluster
@@ -168,7 +169,7 @@ class RayLauncher:
         return self._ray
 
     async def launch(self, pack: str, python: Path, timeout: float) -> LaunchedWorker:
-        ray = await self._join()
+        ray = await self.join()
         try:
             recipe = await anyio.to_thread.run_sync(recipe_for, python)
         except (RegistryError, OSError) as exc:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
@@ -39,6 +39,9 @@ from ._bulk import HostBulk
 from ._choice import Launchers
 from ._launcher import WorkerLauncher
 from ._process import SecretsReader, WorkerProcess
+
+if TYPE_CHECKING:
+    from ._serve import ServeDeployments, ServedPack
 
 log = logging.getLogger("inline.workers")
 
@@ -78,6 +81,8 @@ class Supervisor:
         self._on_worker_exit = on_worker_exit
         self._retiring: set[WorkerProcess] = set()
         self._reaping = False
+        #: Deployments on Ray Serve (``INLINE_RAY_ADDRESS``), made on the first one.
+        self._serve: ServeDeployments | None = None
 
     def workers(self) -> dict[str, WorkerProcess]:
         """Each pack's first live replica, by pack."""
@@ -259,7 +264,16 @@ class Supervisor:
         on_event: EventCallback | None = None,
         timeout: float | None = None,
     ) -> dict[str, HostValue]:
-        """Run a node in a replica of its pack (the one that made its input handles, if any)."""
+        """Run a node in a replica of its pack (the one that made its input handles, if any);
+        through its Serve deployment where it has one."""
+        served = self.served(pack)
+        if served is not None:
+            assert self._serve is not None
+            return await self._serve.call(
+                served, node_type, node_id, params, inputs, on_event,
+                self.settings.call_timeout if timeout is None else timeout,
+                self._models_of(node_type, params),
+            )  # fmt: skip
         owner = next(
             (
                 hv.generation
@@ -307,9 +321,75 @@ class Supervisor:
             if ids:
                 by_worker.setdefault((hv.pack, hv.generation), []).extend(ids)
         for (pack, gen), ids in by_worker.items():
+            served = self.served(pack)
+            if served is not None and gen < 0 and self._serve is not None:
+                await self._serve.release(served, gen, ids)
+                continue
             proc = next((w for w in self._pools.get(pack, ()) if w.generation == gen), None)
             if proc is not None:
                 await proc.release(ids)
+
+    # Ray Serve ----------------------------------------------------------------------------------
+    def served(self, pack: str) -> ServedPack | None:
+        """The pack's Serve deployment, if it has one."""
+        return self._serve.served.get(pack) if self._serve is not None else None
+
+    def _serving(self) -> ServeDeployments:
+        if self._serve is None:
+            from ._ray_placement import pack_demand
+            from ._serve import ServeDeployments
+
+            join = getattr(self.launchers.configured, "join", None)
+            if join is None:
+                raise PackStartFailed("(serve)", "deployments on Ray need the Ray launcher")
+            self._serve = ServeDeployments(
+                self.settings,
+                join,
+                lambda pack, gpus: pack_demand(self.registry, self.settings, pack, gpus),
+                self.bulk,
+                self._secrets,
+            )
+        return self._serve
+
+    async def deploy_served(
+        self,
+        name: str,
+        pack: str,
+        *,
+        node: str,
+        low: int,
+        high: int,
+        scaling: dict[str, float],
+        model: str | None,
+        per_node: int | None = None,
+    ) -> ServedPack:
+        """Deploy ``pack`` on Ray Serve as ``name`` (``low``..``high`` replicas); its calls go
+        there from now on; a replica takes as many calls at once as ``node`` does (its
+        concurrency). Returns once Serve runs it; ``PackStartFailed`` if it cannot."""
+        info = self.registry.packs.get(pack)
+        if info is None:
+            raise PackStartFailed(pack, "no such pack is registered")
+        python = info.env.python
+        if not info.env.ready:
+            python = (await anyio.to_thread.run_sync(prepare_env, info.env)).python
+        entry = self.registry.entries.get(node)
+        concurrency = entry.descriptor.concurrency if entry is not None else 1
+        self.retire_all(pack)  # its local replicas (if any) finish their calls and stop
+        return await self._serving().deploy(
+            name, pack, python, low=low, high=high, scaling=scaling,
+            concurrency=concurrency, model=model, per_node=per_node,
+        )  # fmt: skip
+
+    async def undeploy_served(self, pack: str) -> None:
+        """Delete the pack's Serve deployment; its next call starts a local replica again."""
+        if self._serve is not None:
+            await self._serve.undeploy(pack)
+
+    async def look_served(self, pack: str) -> None:
+        """Refresh where the pack's Serve replicas run (at most once a second)."""
+        served = self.served(pack)
+        if served is not None and self._serve is not None:
+            await self._serve.look(served)
 
     async def aclose(self) -> None:
         """Stop every worker."""

@@ -1,0 +1,133 @@
+"""Deployments on Ray Serve: replicas on two nodes serving at once, handles and models routed
+back to their replica, a replica killed mid-call costing only that call (and replaced), an
+undeploy freeing the replicas, and a deployment that outlives its host."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from inline_host import Engine, PackCrashed
+from inline_host.runs import DeploymentService, DeploymentView, RunStore
+from inline_sdk.protocol import TextValue
+
+from ._cluster import HEAD_IP, WORKER_IP, Cluster
+from .conftest import make_settings
+
+pytestmark = [pytest.mark.anyio, pytest.mark.timeout(1800)]
+
+
+class Gate:
+    """A ``testpack/gate`` call through the supervisor, held open until its file exists."""
+
+    def __init__(self, engine: Engine, folder: Path, tag: str) -> None:
+        self.engine = engine
+        self.file = folder / f"open-{tag}"
+        self.tag = tag
+        self.started = anyio.Event()
+        self.outcome: Any = None
+
+    async def run(self) -> None:
+        params = {"file": str(self.file), "tag": self.tag}
+        try:
+            self.outcome = await self.engine.supervisor.call(
+                "testpack", "testpack/gate", self.tag, params, {}, lambda _e: self.started.set()
+            )
+        except Exception as exc:  # kept for the test to look at
+            self.outcome = exc
+
+    def open(self) -> None:
+        self.file.write_text("open")
+
+
+async def ready(
+    service: DeploymentService, name: str, replicas: int, gone: int | None = None
+) -> DeploymentView:
+    """The view once Serve runs ``replicas`` live replicas of ``name`` (Ray's state API),
+    none of them the replica ``gone``."""
+
+    def live(view: DeploymentView) -> list[int | None]:
+        return [r.pid for r in view.replicas if r.state == "ready"]
+
+    with anyio.fail_after(600):
+        view = await service.until_ready(name, 600)
+        assert view is not None and view.state == "ready", view
+        while len(live(view)) != replicas or gone in live(view):
+            await anyio.sleep(0.2)  # the keeper looks at Ray's state once a second
+            view = service.view(name)
+            assert view is not None
+    return view
+
+
+async def test_serve_replicas_on_two_nodes_serve_at_once_and_a_kill_costs_one_call(
+    cluster: Cluster, ray_data_dir: Path, tmp_path: Path
+) -> None:
+    settings = make_settings(ray_data_dir, tmp_path, cluster.address)
+    store = RunStore(tmp_path / "inline.db")
+    async with Engine.open(settings) as engine, anyio.create_task_group() as tg:
+        service = DeploymentService(engine, store)
+        await service.start(tg)
+        created = await service.create({"node": "testpack/gate", "replicas": 2, "max_per_node": 1})
+        assert created.name == "testpack-gate"
+        view = await ready(service, "testpack-gate", 2)
+        # Serve spreads the replicas: one on each node, each listed with its node
+        assert {r.where for r in view.replicas} == {HEAD_IP, WORKER_IP}
+
+        # two calls at once: both run (gate's concurrency is 1, so on separate replicas)
+        first, second = Gate(engine, tmp_path, "a"), Gate(engine, tmp_path, "b")
+        tg.start_soon(first.run)
+        tg.start_soon(second.run)
+        with anyio.fail_after(120):
+            await first.started.wait()
+            await second.started.wait()
+        first.open()
+        second.open()
+        with anyio.fail_after(120):
+            while first.outcome is None or second.outcome is None:
+                await anyio.sleep(0.05)
+        assert "image" in first.outcome and "image" in second.outcome
+        # the image bytes came back through Ray: the host holds them
+        assert engine.read_bytes(first.outcome["image"]).startswith(b"\x89PNG")
+
+        # a handle goes back to the replica that made it
+        made = await engine.supervisor.call(
+            "testpack", "testpack/make-model", "m", {"label": "fox"}, {}
+        )
+        used = await engine.supervisor.call(
+            "testpack", "testpack/use-model", "u", {}, {"model": [made["model"]]}
+        )
+        # the same object: the call ran where the handle was made
+        assert used["text"].value == TextValue(text=made["ident"].value.text)
+
+        # a replica killed mid-call fails only that call; the other finishes; Serve replaces it
+        calls = [Gate(engine, tmp_path, "c"), Gate(engine, tmp_path, "d")]
+        for call in calls:
+            tg.start_soon(call.run)
+        with anyio.fail_after(120):
+            for call in calls:
+                await call.started.wait()  # one on each replica (each takes one at a time)
+        victim = next(r.pid for r in view.replicas if r.pid is not None)
+        os.kill(victim, signal.SIGKILL)
+        with anyio.fail_after(120):
+            while not any(c.outcome is not None for c in calls):
+                await anyio.sleep(0.05)
+        (doomed,) = [c for c in calls if c.outcome is not None]
+        assert isinstance(doomed.outcome, PackCrashed), doomed.outcome
+        (spared,) = [c for c in calls if c is not doomed]
+        spared.open()
+        with anyio.fail_after(120):
+            while spared.outcome is None:
+                await anyio.sleep(0.05)
+        assert "image" in spared.outcome
+        view = await ready(service, "testpack-gate", 2, gone=victim)  # Serve replaced it
+
+        # undeploy: the Serve application goes, and with it the replicas
+        assert await service.delete("testpack-gate")
+        from ray import serve
+
+        assert "inline-testpack-gate" not in serve.status().applications
+        tg.cancel_scope.cancel()
