@@ -1,12 +1,15 @@
-"""A tiny Z-Image render through a Ray actor gives the bytes the local launcher gives."""
+"""A tiny Z-Image render through a Ray actor, and through a Ray Serve deployment, gives the
+bytes the local launcher gives."""
 
 from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 from inline_host import Engine
+from inline_host.runs import DeploymentService, RunStore
 from inline_sdk.protocol import MediaValue
 
 from ..e2e._graphs import n, request
@@ -50,3 +53,17 @@ async def test_tiny_zimage_through_ray_gives_the_local_bytes(
     assert demand["numGpus"] == 0 and "no GPU" in demand["note"]
     # its memory ask is the broker's estimate of the model files it found
     assert demand["memory"] > 0
+
+    # through a Serve deployment (a replica's worker on a cluster node; bytes through Ray)
+    settings = make_settings(model_data_dir, tmp_path, cluster.address, packs=())
+    async with Engine.open(settings) as engine, anyio.create_task_group() as tg:
+        service = DeploymentService(engine, RunStore(tmp_path / "serve.db"))
+        await service.start(tg)
+        await service.create({"node": "alibaba/z-image-turbo", "replicas": 1})
+        view = await service.until_ready("alibaba-z-image-turbo", 900)
+        assert view is not None and view.state == "ready", view
+        assert engine.supervisor.served("zimage") is not None
+        assert await render(engine) == expected
+        assert not engine.supervisor.pool("zimage")  # no local worker took part
+        assert await service.delete("alibaba-z-image-turbo")
+        tg.cancel_scope.cancel()

@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
-from inline_host import Engine, PackCrashed
+from inline_host import Engine, NodeError, PackCrashed
 from inline_host.runs import DeploymentService, DeploymentView, RunStore
 from inline_sdk.protocol import TextValue
 
@@ -24,11 +24,16 @@ pytestmark = [pytest.mark.anyio, pytest.mark.timeout(1800)]
 class Gate:
     """A ``testpack/gate`` call through the supervisor, held open until its file exists."""
 
-    def __init__(self, engine: Engine, folder: Path, tag: str) -> None:
+    def __init__(
+        self, engine: Engine, folder: Path, tag: str, ended: anyio.Event | None = None
+    ) -> None:
         self.engine = engine
         self.file = folder / f"open-{tag}"
         self.tag = tag
         self.started = anyio.Event()
+        self.done = anyio.Event()
+        #: Set when this call (or another sharing it) ends.
+        self.ended = ended or anyio.Event()
         self.outcome: Any = None
 
     async def run(self) -> None:
@@ -39,6 +44,9 @@ class Gate:
             )
         except Exception as exc:  # kept for the test to look at
             self.outcome = exc
+        finally:
+            self.done.set()
+            self.ended.set()
 
     def open(self) -> None:
         self.file.write_text("open")
@@ -87,8 +95,8 @@ async def test_serve_replicas_on_two_nodes_serve_at_once_and_a_kill_costs_one_ca
         first.open()
         second.open()
         with anyio.fail_after(120):
-            while first.outcome is None or second.outcome is None:
-                await anyio.sleep(0.05)
+            await first.done.wait()
+            await second.done.wait()
         assert "image" in first.outcome and "image" in second.outcome
         # the image bytes came back through Ray: the host holds them
         assert engine.read_bytes(first.outcome["image"]).startswith(b"\x89PNG")
@@ -104,7 +112,8 @@ async def test_serve_replicas_on_two_nodes_serve_at_once_and_a_kill_costs_one_ca
         assert used["text"].value == TextValue(text=made["ident"].value.text)
 
         # a replica killed mid-call fails only that call; the other finishes; Serve replaces it
-        calls = [Gate(engine, tmp_path, "c"), Gate(engine, tmp_path, "d")]
+        one_ended = anyio.Event()
+        calls = [Gate(engine, tmp_path, tag, one_ended) for tag in ("c", "d")]
         for call in calls:
             tg.start_soon(call.run)
         with anyio.fail_after(120):
@@ -113,17 +122,32 @@ async def test_serve_replicas_on_two_nodes_serve_at_once_and_a_kill_costs_one_ca
         victim = next(r.pid for r in view.replicas if r.pid is not None)
         os.kill(victim, signal.SIGKILL)
         with anyio.fail_after(120):
-            while not any(c.outcome is not None for c in calls):
-                await anyio.sleep(0.05)
+            await one_ended.wait()
         (doomed,) = [c for c in calls if c.outcome is not None]
         assert isinstance(doomed.outcome, PackCrashed), doomed.outcome
         (spared,) = [c for c in calls if c is not doomed]
         spared.open()
         with anyio.fail_after(120):
-            while spared.outcome is None:
-                await anyio.sleep(0.05)
+            await spared.done.wait()
         assert "image" in spared.outcome
-        view = await ready(service, "testpack-gate", 2, gone=victim)  # Serve replaced it
+        await ready(service, "testpack-gate", 2, gone=victim)  # Serve replaced it
+
+        # a node's own failure comes back as that node's error
+        with pytest.raises(NodeError, match="no fox"):
+            await engine.supervisor.call(
+                "testpack", "testpack/fail", "f", {"message": "no fox"}, {}
+            )
+        tg.cancel_scope.cancel()  # the host stops; Serve keeps the deployment running
+
+    # a restarted host over the same store brings the deployment back, and it serves
+    async with Engine.open(settings) as engine, anyio.create_task_group() as tg:
+        service = DeploymentService(engine, store)
+        assert await service.start(tg) == 1
+        await ready(service, "testpack-gate", 2)
+        again = Gate(engine, tmp_path, "e")
+        again.open()
+        await again.run()
+        assert "image" in again.outcome, again.outcome
 
         # undeploy: the Serve application goes, and with it the replicas
         assert await service.delete("testpack-gate")

@@ -2,12 +2,8 @@
 typed /v1 events and takes."""
 
 from ._blobs import BlobStore
-from ._deployments import (
-    DeploymentError,
-    DeploymentExists,
-    DeploymentService,
-    DeploymentView,
-)
+from ._deployment_views import DeploymentError, DeploymentExists, DeploymentView
+from ._deployments import DeploymentService
 from ._engine import Engine, PackExecutor, RunResult
 from ._events import DeltaEvent, Event, RunEvent, SnapshotEvent, Subscriber, encode_event
 from ._execution import take_view

@@ -17,14 +17,24 @@ import logging
 import math
 import re
 import time
-from collections import deque
 from typing import Any
 
 import anyio
 import anyio.abc
 import msgspec
 
-from .._errors import InlineHostError
+from ._deployment_views import (
+    Autoscaling,
+    Decision,
+    DeploymentError,
+    DeploymentExists,
+    DeploymentSpec,
+    DeploymentView,
+    Live,
+    ReplicaView,
+    span,
+)
+from ._deployments_serve import look, serve_one, served_view
 from ._engine import Engine
 from ._store import RunStore, now_ms
 
@@ -33,95 +43,6 @@ log = logging.getLogger("inline.deployments")
 NAME = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 #: Seconds between two looks at a deployment's load.
 TICK_S = 0.1
-#: Scaling decisions a deployment's view keeps.
-KEPT_DECISIONS = 20
-
-
-class DeploymentError(InlineHostError):
-    """A deployment asked for that cannot be made (the message names what and why)."""
-
-
-class DeploymentExists(DeploymentError):
-    """A deployment of that name exists already."""
-
-
-class Autoscaling(msgspec.Struct, frozen=True, kw_only=True):
-    """How a deployment between ``min`` and ``max`` follows its calls."""
-
-    target_ongoing: float = 1.0
-    upscale_delay_s: float = 0.0
-    downscale_delay_s: float = 30.0
-    idle_s: float = 300.0
-
-
-class DeploymentSpec(msgspec.Struct, frozen=True, kw_only=True):
-    """A deployment as stored."""
-
-    name: str
-    node: str
-    pack: str
-    model: str | None
-    min: int
-    max: int
-    autoscaling: Autoscaling
-    created_at: int
-    #: On a Ray cluster: at most this many replicas on one node (Serve's
-    #: ``max_replicas_per_node``); None lets Serve pack them as it will.
-    max_per_node: int | None = None
-
-
-class Decision(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """One scaling decision."""
-
-    at: int
-    replicas_from: int
-    replicas_to: int
-    reason: str
-
-
-class ReplicaView(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """A replica as ``GET /v1/deployments`` shows it."""
-
-    pid: int | None
-    generation: int
-    where: str
-    state: str
-    calls_in_flight: int
-
-
-class DeploymentView(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """A deployment as ``GET /v1/deployments`` shows it."""
-
-    name: str
-    node: str
-    pack: str
-    model: str | None
-    min: int
-    max: int
-    target: int
-    state: str
-    load: int
-    queue: int
-    replicas: list[ReplicaView]
-    autoscaling: Autoscaling | None
-    decisions: list[Decision]
-    created_at: int
-
-
-class _Live:
-    """A deployment's running state: its chosen size and when it last wanted another."""
-
-    def __init__(self, spec: DeploymentSpec) -> None:
-        self.spec = spec
-        self.target = spec.min
-        self.want_more_since: float | None = None
-        self.want_fewer_since: float | None = None
-        self.last_call = time.monotonic()
-        self.decisions: deque[Decision] = deque(maxlen=KEPT_DECISIONS)
-        self.failure: str | None = None
-        self.starting = 0
-        #: Replicas Serve ran when last looked (deployments on Ray only).
-        self.served_count: int | None = None
 
 
 class DeploymentService:
@@ -130,7 +51,7 @@ class DeploymentService:
     def __init__(self, engine: Engine, store: RunStore) -> None:
         self.engine = engine
         self.store = store
-        self._live: dict[str, _Live] = {}
+        self._live: dict[str, Live] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._dec = msgspec.json.Decoder(DeploymentSpec)
         self._enc = msgspec.json.Encoder()
@@ -202,7 +123,7 @@ class DeploymentService:
             self._adopt(spec)
         log.info(
             "deployed %s: node %s (pack %s), replicas %s",
-            spec.name, spec.node, spec.pack, _span(spec),
+            spec.name, spec.node, spec.pack, span(spec),
         )  # fmt: skip
         view = self.view(spec.name)
         assert view is not None
@@ -231,7 +152,7 @@ class DeploymentService:
             return None
         spec = live.spec
         if self._on_serve:
-            return self._served_view(live)
+            return served_view(self.engine, live)
         pool = self.engine.supervisor.pool(spec.pack)
         replicas = [
             ReplicaView(
@@ -368,13 +289,15 @@ class DeploymentService:
         return bool(self.engine.settings.ray_address)
 
     def _adopt(self, spec: DeploymentSpec) -> None:
-        live = self._live[spec.name] = _Live(spec)
+        live = self._live[spec.name] = Live(spec)
         self._some.set()
         if self._on_serve:  # Serve starts, scales and routes; the host slots its calls
             self.engine.supervisor.set_replicas(spec.pack, max(1, spec.max))
             live.starting = spec.min
             if self._tg is not None:
-                self._tg.start_soon(self._serve_one, live)
+                self._tg.start_soon(
+                    serve_one, self.engine, live, lambda: self._live.get(spec.name) is live
+                )
             return
         self.engine.supervisor.set_replicas(spec.pack, max(1, live.target), keep=live.target)
 
@@ -386,13 +309,13 @@ class DeploymentService:
                 await self._some.wait()
             for live in list(self._live.values()):
                 if self._on_serve:
-                    await self._look(live)
+                    await look(self.engine, live)
                     continue
                 self._scale(live)
                 self._fill(live)
             await anyio.sleep(TICK_S)
 
-    def _scale(self, live: _Live) -> None:
+    def _scale(self, live: Live) -> None:
         spec = live.spec
         if spec.min == spec.max:
             return
@@ -422,7 +345,7 @@ class DeploymentService:
         else:
             live.want_more_since = live.want_fewer_since = None
 
-    def _decide(self, live: _Live, to: int, reason: str) -> None:
+    def _decide(self, live: Live, to: int, reason: str) -> None:
         spec, was = live.spec, live.target
         live.target = to
         live.want_more_since = live.want_fewer_since = None
@@ -438,7 +361,7 @@ class DeploymentService:
         if to == 0:
             sup.retire_all(spec.pack)
 
-    def _fill(self, live: _Live) -> None:
+    def _fill(self, live: Live) -> None:
         """Start the replicas the deployment's size asks for and its pool lacks."""
         missing = live.target - len(self.engine.supervisor.pool(live.spec.pack)) - live.starting
         for _ in range(max(0, missing)):
@@ -447,7 +370,7 @@ class DeploymentService:
             live.starting += 1
             self._tg.start_soon(self._start_one, live)
 
-    async def _start_one(self, live: _Live) -> None:
+    async def _start_one(self, live: Live) -> None:
         try:
             await self.engine.supervisor.add_replica(live.spec.pack)
             live.failure = None
@@ -459,77 +382,6 @@ class DeploymentService:
         finally:
             live.starting -= 1
 
-    # on Ray Serve -----------------------------------------------------------------------------
-    async def _serve_one(self, live: _Live) -> None:
-        """Deploy ``live`` on Serve (again after a failure, every few seconds, while it is
-        deployed)."""
-        spec = live.spec
-        scaling = msgspec.structs.asdict(spec.autoscaling)
-        sup = self.engine.supervisor
-        while self._live.get(spec.name) is live:
-            try:
-                await sup.deploy_served(
-                    spec.name, spec.pack, node=spec.node, low=spec.min, high=spec.max,
-                    scaling=scaling, model=spec.model, per_node=spec.max_per_node,
-                )  # fmt: skip
-            except Exception as exc:
-                if live.failure is None:
-                    log.warning("deployment %s: Serve could not run it: %s", spec.name, exc)
-                live.failure = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-                await anyio.sleep(5.0)  # not a hot loop of failing deploys
-                continue
-            live.failure = None
-            live.starting = 0
-            log.info("deployment %s runs on Ray Serve (%s replica(s))", spec.name, _span(spec))
-            if self._live.get(spec.name) is not live:  # undeployed while it was starting
-                await sup.undeploy_served(spec.pack)
-            return
-
-    async def _look(self, live: _Live) -> None:
-        """Where Serve runs the replicas now; a change of their count is a decision."""
-        sup = self.engine.supervisor
-        await sup.look_served(live.spec.pack)
-        served = sup.served(live.spec.pack)
-        if served is None or served.handle is None:
-            return
-        count = sum(1 for r in served.replicas if r.state == "ready")
-        if live.served_count is not None and count != live.served_count:
-            live.decisions.append(
-                Decision(at=now_ms(), replicas_from=live.served_count, replicas_to=count,
-                         reason="Ray Serve autoscaling")
-            )  # fmt: skip
-            log.info(
-                "deployment %s: %d -> %d replica(s) (Ray Serve)",
-                live.spec.name, live.served_count, count,
-            )  # fmt: skip
-        live.served_count = count
-        live.target = count
-
-    def _served_view(self, live: _Live) -> DeploymentView:
-        spec = live.spec
-        served = self.engine.supervisor.served(spec.pack)
-        listed = served.replicas if served is not None else []
-        replicas = [
-            ReplicaView(pid=r.pid, generation=0, where=r.node, state=r.state, calls_in_flight=0)
-            for r in listed
-        ]
-        running = served is not None and served.handle is not None
-        if live.failure is not None:
-            state = f"failing: {live.failure}"
-        elif not running:
-            state = "deploying"
-        elif spec.min == 0 and not any(r.state == "ready" for r in replicas) and listed:
-            state = "scaled to zero"
-        else:
-            state = "ready"
-        ongoing = self.engine.executor.ongoing(spec.pack)
-        return DeploymentView(
-            name=spec.name, node=spec.node, pack=spec.pack, model=spec.model, min=spec.min,
-            max=spec.max, target=live.target, state=state, load=ongoing, queue=0,
-            replicas=replicas, autoscaling=spec.autoscaling if spec.min != spec.max else None,
-            decisions=list(live.decisions), created_at=spec.created_at,
-        )  # fmt: skip
-
 
 def _where(described: dict[str, Any]) -> str:
     return str(described.get("node") or described.get("launcher") or "local")
@@ -537,7 +389,3 @@ def _where(described: dict[str, Any]) -> str:
 
 def _default_name(node: str) -> str:
     return re.sub(r"[^a-z0-9._-]+", "-", node.lower()).strip("-")[:63] or "deployment"
-
-
-def _span(spec: DeploymentSpec) -> str:
-    return str(spec.min) if spec.min == spec.max else f"{spec.min}..{spec.max}"

@@ -154,7 +154,11 @@ class ServeDeployments:
         gpus = float(ray.cluster_resources().get("GPU", 0))
         demand = self._demand(pack, gpus)
         encoded = msgspec.msgpack.encode(recipe)
-        knobs = {
+        knobs = {  # the host's paths: today every node has them (as for a Ray actor's worker)
+            "data_dir": self.settings.data_dir,
+            "models_dir": self.settings.models_dir,
+            "extra_models_dirs": self.settings.extra_models_dirs,
+            "input_roots": self.settings.input_roots,
             "cancel_grace": self.settings.cancel_grace,
             "max_output_bytes": self.settings.max_output_bytes,
             "profile": self.settings.profile,
@@ -252,7 +256,7 @@ class ServeDeployments:
         timeout: float,
     ) -> dict[str, HostValue] | None:
         """One try of a call: its outputs, or None where the replica held not its handles."""
-        import ray
+        from ray.exceptions import RayError
 
         pack = served.pack
         response = served.handle.options(stream=True, multiplexed_model_id=model).call.remote(
@@ -279,7 +283,7 @@ class ServeDeployments:
         except TimeoutError:
             response.cancel()
             raise CallTimedOut(pack, node_type, timeout, stopped=False) from None
-        except ray.exceptions.RayError as exc:  # its replica died (or its node did)
+        except RayError as exc:  # its replica died (or its node did)
             raise PackCrashed(pack, None, f"ray: {_reason(exc)}", f"'{node_type}'") from None
         except BaseException:
             response.cancel()  # cancelled (or failed here): so is the call in its replica
@@ -388,7 +392,7 @@ def _replicas(name: str) -> list[ServeReplica]:
 
     nodes = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
     class_name = f"ServeReplica:{app_name(name)}:PackReplica"
-    found = list_actors(filters=[("class_name", "=", class_name)], limit=1000)
+    found: list[Any] = list_actors(filters=[("class_name", "=", class_name)], limit=1000)
     return [
         ServeReplica(
             tag=(a.name or "").rpartition("#")[2],

@@ -40,6 +40,7 @@ from inline_sdk.protocol import (
     MediaValue,
     Preview,
     Progress,
+    RemoteError,
     Stream,
     Value,
 )
@@ -110,10 +111,9 @@ def _secrets(params: Mapping[str, Any], node_type: str) -> dict[str, str]:
     return _call_secrets.get() or {}
 
 
-def replica_settings(packs_dir: str, knobs: dict[str, Any]) -> Settings:
-    """The settings a replica's worker runs under: the host's call knobs, this node's dirs."""
-    data_dir = Path(packs_dir).parent
-    base = Settings.from_env({"INLINE_DATA_DIR": str(data_dir)})
+def replica_settings(knobs: dict[str, Any]) -> Settings:
+    """The settings a replica's worker runs under: the host's dirs and call knobs."""
+    base = Settings.from_env({"INLINE_DATA_DIR": str(knobs["data_dir"])})
     return replace(base, **knobs)
 
 
@@ -130,7 +130,7 @@ class PackReplica:
         python, _venv = await asyncio.to_thread(
             materialize, env_recipe, Path(packs_dir), node=f"node {self.node}"
         )
-        settings = replica_settings(packs_dir, knobs)
+        settings = replica_settings(knobs)
         self.bulk = HostBulk()
         self.proc = WorkerProcess(
             self.pack,
@@ -198,7 +198,7 @@ class PackReplica:
             return
         model = serve.get_multiplexed_model_id()
         if model:
-            await self._hold(model)
+            await self._hold(model)  # pyright: ignore[reportCallIssue] (serve.multiplexed)
         inputs, held = self._inputs(req.inputs)
         events: asyncio.Queue[Progress | Preview | Stream] = asyncio.Queue()
         _call_secrets.set(req.secrets)
@@ -251,7 +251,10 @@ class PackReplica:
         try:
             outputs = task.result()
         except NodeError as exc:
-            return _encode(Failed(id=0, error=exc.error))
+            error = RemoteError(
+                type=exc.remote_type, message=exc.remote_message, traceback=exc.traceback
+            )
+            return _encode(Failed(id=0, error=error))
         except CallCancelledError:
             return _encode(CallCancelled(id=0))
         except PackCrashed as exc:
@@ -268,5 +271,6 @@ class PackReplica:
         if regions:
             await self.proc.release(regions)
         if any(isinstance(v, HandleValue) for v in values.values()):
-            await self._hold(HANDLES + self.tag)  # calls that take them come here
+            # calls that take them come here
+            await self._hold(HANDLES + self.tag)  # pyright: ignore[reportCallIssue]
         return _encode(ServeDone(outputs=values, replica=self.tag, node=self.node))
