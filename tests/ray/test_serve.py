@@ -155,3 +155,38 @@ async def test_serve_replicas_on_two_nodes_serve_at_once_and_a_kill_costs_one_ca
 
         assert "inline-testpack-gate" not in serve.status().applications
         tg.cancel_scope.cancel()
+
+
+async def test_serve_autoscales_from_min_to_max_under_a_queue_and_back(
+    cluster: Cluster, ray_data_dir: Path, tmp_path: Path
+) -> None:
+    settings = make_settings(ray_data_dir, tmp_path, cluster.address)
+    store = RunStore(tmp_path / "inline.db")
+    body = {"node": "testpack/gate", "name": "gates", "min": 1, "max": 2, "target_ongoing": 1,
+            "upscale_delay_s": 0, "downscale_delay_s": 1, "max_per_node": 1}  # fmt: skip
+    async with Engine.open(settings) as engine, anyio.create_task_group() as tg:
+        service = DeploymentService(engine, store)
+        await service.start(tg)
+        created = await service.create(body)
+        assert created.autoscaling is not None and created.min == 1 and created.max == 2
+        await ready(service, "gates", 1)
+        # two calls held open: one runs, one waits for a replica; Serve adds the second
+        calls = [Gate(engine, tmp_path, f"q{i}") for i in range(2)]
+        for call in calls:
+            tg.start_soon(call.run)
+        view = await ready(service, "gates", 2)
+        assert [(d.replicas_from, d.replicas_to) for d in view.decisions] == [(1, 2)]
+        with anyio.fail_after(120):
+            for call in calls:
+                await call.started.wait()  # both run now, one on each replica
+        for call in calls:
+            call.open()
+        with anyio.fail_after(120):
+            for call in calls:
+                await call.done.wait()
+        assert all("image" in c.outcome for c in calls)
+        # idle past the downscale delay: back to min
+        view = await ready(service, "gates", 1)
+        assert (view.decisions[-1].replicas_from, view.decisions[-1].replicas_to) == (2, 1)
+        assert await service.delete("gates")
+        tg.cancel_scope.cancel()
