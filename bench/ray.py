@@ -6,6 +6,14 @@ calls through the supervisor with the local launcher and with ``INLINE_RAY_ADDRE
 Writes bench/results/ray.json: ``per_call_us``, ``local_per_call_us``, ``ratio`` and
 ``cold_start_s`` (the first call on a fresh actor: placement, venv reused on the node, worker
 start, handshake).
+
+Then the same host deploys ``benchpack`` on Ray Serve (``DeploymentService``, as
+``tests/ray/test_serve.py`` does) and adds: ``serve_throughput_ratio``, 8 calls of
+``benchpack/sleep`` (1 s each; concurrency 1, so a call holds its replica) issued at once
+through a deployment of 2 replicas (one a node), then of 1: wall time with 1 / wall time with 2
+(2.0 at best); ``serve_per_call_us``, the median of 300 ``benchpack/noop`` calls (after a
+warmup) through the deployment of 1 replica, and ``serve_per_call_ratio`` (it over
+``local_per_call_us``).
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import anyio
 from _common import HERE, ROOT, bench_settings, median, write_result
@@ -28,6 +37,10 @@ from tests.ray._cluster import two_nodes  # noqa: E402 (after the path fix above
 CALLS = 1000
 WARMUP = 100
 COLD = 3
+SERVE_CALLS = 300
+SERVE_WARMUP = 30
+SLEEPS = 8
+SLEEP_S = 1.0
 
 
 async def per_call_us(settings: object) -> tuple[float, list[float]]:
@@ -51,6 +64,66 @@ async def per_call_us(settings: object) -> tuple[float, list[float]]:
     return median(samples), colds
 
 
+async def _at_once(engine: Any, count: int, seconds: float) -> float:
+    """Wall seconds of ``count`` ``benchpack/sleep`` calls of ``seconds`` issued at once."""
+    sup = engine.supervisor
+    done: list[str] = []
+
+    async def one(i: int) -> None:
+        out = await sup.call("benchpack", "benchpack/sleep", f"s{i}", {"seconds": seconds}, {})
+        done.append(out["text"].value.text)
+
+    t = time.perf_counter()
+    async with anyio.create_task_group() as tg:
+        for i in range(count):
+            tg.start_soon(one, i)
+    wall = time.perf_counter() - t
+    assert done == [f"slept {seconds}"] * count, done
+    return wall
+
+
+async def serve_figures(settings: Any, db: Path) -> dict[str, float]:
+    """Deployments of ``benchpack`` on Ray Serve: the wall time of the sleeps at once with 2
+    replicas and with 1 (and how long each took to deploy), then the noop's median µs."""
+    from inline_host import Engine
+    from inline_host.runs import DeploymentService, RunStore
+
+    figures: dict[str, float] = {}
+    store = RunStore(db)
+    async with Engine.open(settings) as engine, anyio.create_task_group() as tg:
+        service = DeploymentService(engine, store)
+        await service.start(tg)
+        for replicas in (2, 1):
+            name = f"sleep{replicas}"
+            t = time.perf_counter()
+            await service.create(
+                {"node": "benchpack/sleep", "replicas": replicas, "max_per_node": 1, "name": name}
+            )
+            view = await service.until_ready(name, 600)
+            if view is None or view.state != "ready":
+                raise RuntimeError(f"Serve deployment {name} is not ready: {view}")
+            figures[f"deploy_{replicas}_s"] = time.perf_counter() - t
+            for _ in range(2):  # warm: the handle's router, and a call on every replica
+                await _at_once(engine, replicas, 0.2)
+            figures[f"wall_{replicas}_s"] = await _at_once(engine, SLEEPS, SLEEP_S)
+            if replicas == 2:  # one deployment a pack: the 1-replica one comes next
+                assert await service.delete(name)
+        # the noop through the deployment of 1 replica (its replicas serve all the pack's nodes)
+        sup = engine.supervisor
+        for i in range(SERVE_WARMUP):
+            await sup.call("benchpack", "benchpack/noop", "n", {"n": i}, {})
+        samples = []
+        for i in range(SERVE_CALLS):
+            t_ns = time.perf_counter_ns()
+            await sup.call("benchpack", "benchpack/noop", "n", {"n": i}, {})
+            samples.append((time.perf_counter_ns() - t_ns) / 1000)
+        figures["per_call_us"] = median(samples)
+        assert await service.delete("sleep1")
+        tg.cancel_scope.cancel()
+    store.close()
+    return figures
+
+
 def main() -> None:
     base = bench_settings()
     local_us, local_cold = anyio.run(per_call_us, base)
@@ -67,7 +140,13 @@ def main() -> None:
         join_s = time.perf_counter() - t
         ray_settings = replace(base, ray_address=cluster.address)
         ray_us, ray_cold = anyio.run(per_call_us, ray_settings)
+        serve = anyio.run(serve_figures, ray_settings, Path(tmp) / "serve" / "inline.db")
         ray.shutdown()
+    print(
+        f"serve: {SLEEPS} sleeps of {SLEEP_S} s at once: {serve['wall_1_s']:.2f} s on 1 replica, "
+        f"{serve['wall_2_s']:.2f} s on 2; deployed in {serve['deploy_1_s']:.1f} s (1 replica), "
+        f"{serve['deploy_2_s']:.1f} s (2)"
+    )
     write_result(
         "ray",
         {
@@ -75,6 +154,9 @@ def main() -> None:
             "local_per_call_us": round(local_us, 1),
             "ratio": round(ray_us / local_us, 2),
             "cold_start_s": round(median(ray_cold), 3),
+            "serve_throughput_ratio": round(serve["wall_1_s"] / serve["wall_2_s"], 2),
+            "serve_per_call_us": round(serve["per_call_us"], 1),
+            "serve_per_call_ratio": round(serve["per_call_us"] / local_us, 2),
             "local_cold_start_s": round(median(local_cold), 3),
             "join_s": round(join_s, 3),
             "calls": CALLS,

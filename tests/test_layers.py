@@ -20,6 +20,7 @@ FLOORS: tuple[tuple[str, ...], ...] = (
     ("workers",),
     ("models",),
     ("runs", "hub"),
+    ("importers",),
     ("packs",),
     ("api",),
     ("cli",),

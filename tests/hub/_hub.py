@@ -40,7 +40,8 @@ def etag_of(key: str, data: bytes) -> str:
 class ResumeHub:
     """Serves ``files`` (``"org/name/path" -> bytes``) on 127.0.0.1.
 
-    - ``stall[key] = n``: the next GET of ``key`` sends the file up to byte ``n``, sets
+    - ``stall[key] = n``: the next GET of ``key`` (a transfer: no ``Range``, or an open one,
+      ``bytes=N-``; a header's ranged read passes) sends the file up to byte ``n``, sets
       ``served[key]``, then holds the connection until ``release`` is set, and drops it;
     - ``quirk[key]``: how ranged GETs of ``key`` are answered: ``"ignore"`` (200, the whole
       file), ``"shift"`` (206 from another byte than asked), ``"416"``;
@@ -172,7 +173,7 @@ class ResumeHub:
                 if key in hub.short or key in hub.drip or key in hub.trickle:
                     self._misbehave(key, status, headers, body, get)
                     return
-                if key in hub.stall:
+                if key in hub.stall and not (rng and not rng.endswith("-")):  # not a header read
                     body = body[: max(0, hub.stall.pop(key) - start)]
                     with contextlib.suppress(OSError):
                         self._send(status, headers, body)

@@ -193,11 +193,11 @@ def test_a_gated_repo_needs_a_token(tmp_path: Path, tiny_repos: dict):
 def test_bad_sources_are_named(tmp_path: Path, tiny_repos: dict):
     with FakeHub(tiny_repos["files"]) as hub:
         for source, message in (
-            ("acme/tiny-llm", "not a Hugging Face source"),
+            ("acme/tiny-llm", "names no source"),
             ("hf:acme", "the repo must be ORG/NAME"),
             ("hf:acme/nothing", "hf:acme/nothing: no such repo"),
             ("hf:acme/tiny-llm@nope", "has no revision 'nope'"),
         ):
             proc = inline(tmp_path, hub, "models", "import", source)
-            assert proc.returncode == 1 and message in proc.stderr, (source, proc.stderr)
+            assert proc.returncode == 2 and message in proc.stderr, (source, proc.stderr)
             assert "Traceback" not in proc.stderr

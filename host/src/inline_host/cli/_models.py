@@ -1,4 +1,5 @@
-"""``inline models ...``: pull a node's model files, fit, import and estimate."""
+"""``inline models ...``: pull a node's model files, fit, import and estimate; list, show and
+remove the models of this machine."""
 
 from __future__ import annotations
 
@@ -21,7 +22,8 @@ from ..hub import (
     staging_dir,
 )
 from ._fit import add_fit_parser, run_fit
-from ._import import add_import_parsers, run_import_command
+from ._import import add_import_parsers, run_import_command, run_sources
+from ._local import add_local_parsers, run_local
 
 
 def add_models_parser(subparsers: Any) -> None:
@@ -36,6 +38,7 @@ def add_models_parser(subparsers: Any) -> None:
     pull.add_argument("--dry-run", action="store_true", help="only list what would be fetched")
     add_fit_parser(sub)
     add_import_parsers(sub)
+    add_local_parsers(sub)
 
 
 def run_models(args: argparse.Namespace) -> int:
@@ -44,6 +47,10 @@ def run_models(args: argparse.Namespace) -> int:
         return run_fit(args)
     if args.models_command in ("import", "estimate"):
         return run_import_command(args)
+    if args.models_command == "sources":
+        return run_sources()
+    if args.models_command in ("list", "show", "remove"):
+        return run_local(args)
     if args.models_command != "pull":
         return 2
     settings = Settings.from_env()

@@ -1,11 +1,49 @@
 """Where models come from: importers (Hugging Face), fetching files (resumable), size estimates
 over HTTP, downloads, and the secrets hosted nodes name."""
 
-from ._downloads import DownloadRefused, DownloadService
-from ._estimate import estimate_folder, estimate_plan
-from ._hf import CATEGORY_DIRS, HubError, describe, parse_source, plan_import, resolve_token
+from ._card import (
+    CARD,
+    CardError,
+    card_after_import,
+    estimate_into_card,
+    import_fields,
+    merge_fields,
+    origin_of,
+    read_card,
+    requirement_fields,
+    write_card,
+)
+from ._downloads import DownloadRefused, DownloadService, ImportSources
+from ._estimate import FileCount as WeightCount
+from ._estimate import count_header, count_remote, estimate_folder, estimate_plan
+from ._estimate import summarize as estimate_of
+from ._hf import (
+    CATEGORY_DIRS,
+    HubError,
+    HubSource,
+    ImportPlan,
+    SourceError,
+    describe,
+    infer_category,
+    parse_source,
+    plan_import,
+    resolve_token,
+)
 from ._hosted import HostedModel, HostedNode, hosted_model, hosted_text_models
 from ._import import pending, run_import, stage_dir
+from ._job import die_with_parent, exit_at_end_of
+from ._plain import (
+    check_url,
+    claim_stage,
+    copy_resume,
+    end_stage,
+    folder_files,
+    folder_weights,
+    same_place,
+    url_size,
+    url_transfer,
+    url_weights,
+)
 from ._pull import (
     STAGING,
     Fetch,
@@ -29,11 +67,42 @@ from ._secrets import (
 from ._transfer import disk_problem, release_staging
 
 __all__ = (
+    "WeightCount",
+    "HubSource",
+    "ImportPlan",
+    "SourceError",
+    "count_header",
+    "count_remote",
+    "estimate_of",
+    "infer_category",
+    "import_fields",
+    "merge_fields",
+    "requirement_fields",
+    "check_url",
+    "claim_stage",
+    "copy_resume",
+    "end_stage",
+    "folder_files",
+    "folder_weights",
+    "same_place",
+    "url_size",
+    "url_transfer",
+    "url_weights",
+    "CARD",
+    "CardError",
+    "card_after_import",
+    "estimate_into_card",
+    "origin_of",
+    "read_card",
+    "write_card",
     "CATEGORY_DIRS",
     "SECRET_PARAM_SUFFIX",
     "STAGING",
     "DownloadRefused",
     "DownloadService",
+    "ImportSources",
+    "die_with_parent",
+    "exit_at_end_of",
     "Fetch",
     "HostedModel",
     "HostedNode",

@@ -8,10 +8,10 @@ import json
 import math
 import struct
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+import msgspec
 from inline_core import (
     GIB,
     Budget,
@@ -52,15 +52,14 @@ DEFAULT_TOKENS: Final = 4096
 OVERHEAD_BYTES: Final = GIB
 
 
-@dataclass(slots=True)
-class FileCount:
+class FileCount(msgspec.Struct):
     """One weight file's tensors: parameters and bytes per dtype (from its header, or its size)."""
 
     path: str
     size: int
     from_header: bool
-    params: dict[str, int] = field(default_factory=dict)
-    nbytes: dict[str, int] = field(default_factory=dict)
+    params: dict[str, int] = msgspec.field(default_factory=dict)
+    nbytes: dict[str, int] = msgspec.field(default_factory=dict)
 
 
 def count_header(path: str, size: int, header: dict[str, Any]) -> FileCount:

@@ -55,6 +55,12 @@ class HubError(Exception):
     """A source that cannot be imported: bad name, unknown repo or revision, gated, offline."""
 
 
+class SourceError(HubError):
+    """The user's input names nothing importable: a malformed or unknown source, a repo or
+    revision that does not exist, a repo with no weights, a URL that is no safetensors file
+    (the CLI exits 2: bad input, not a failure along the way)."""
+
+
 @dataclass(frozen=True, slots=True)
 class HubSource:
     """``hf:ORG/NAME[@REVISION]``."""
@@ -110,18 +116,18 @@ class ImportPlan:
 def parse_source(text: str) -> HubSource:
     """``hf:ORG/NAME[@REVISION]`` as a ``HubSource``; a clear error otherwise."""
     if not text.startswith("hf:"):
-        raise HubError(f"'{text}' is not a Hugging Face source: write hf:ORG/NAME[@REVISION]")
+        raise SourceError(f"'{text}' is not a Hugging Face source: write hf:ORG/NAME[@REVISION]")
     repo, _, revision = text[3:].partition("@")
     parts = repo.split("/")
     if len(parts) != 2 or not all(parts):
-        raise HubError(f"'{text}': the repo must be ORG/NAME (hf:ORG/NAME[@REVISION])")
+        raise SourceError(f"'{text}': the repo must be ORG/NAME (hf:ORG/NAME[@REVISION])")
     for part in parts:
         try:
             check_name(part)
         except UnsafeName as exc:
-            raise HubError(f"'{text}': {exc}") from None
+            raise SourceError(f"'{text}': {exc}") from None
     if "@" in text[3:] and not revision:
-        raise HubError(f"'{text}': an empty revision after '@'")
+        raise SourceError(f"'{text}': an empty revision after '@'")
     return HubSource(repo, revision or None)
 
 
@@ -153,9 +159,9 @@ def _hub_error(source: HubSource, exc: BaseException, token: str | None) -> HubE
         )
         return HubError(f"{source} is a gated repo: {fix}")
     if isinstance(exc, RevisionNotFoundError):
-        return HubError(f"{source}: the repo has no revision '{source.revision}'")
+        return SourceError(f"{source}: the repo has no revision '{source.revision}'")
     if isinstance(exc, RepositoryNotFoundError):
-        return HubError(
+        return SourceError(
             f"{source}: no such repo (or it is private: set HF_TOKEN or pass --token-secret NAME)"
         )
     if isinstance(exc, HfHubHTTPError):
@@ -307,7 +313,7 @@ def infer_category(paths: Sequence[str], config: dict[str, Any] | None) -> str |
     return None
 
 
-def _matches(path: str, globs: Sequence[str]) -> bool:
+def matches(path: str, globs: Sequence[str]) -> bool:
     base = path.rsplit("/", 1)[-1]
     return any(fnmatch.fnmatch(path, g) or ("/" not in g and fnmatch.fnmatch(base, g))
                for g in globs)  # fmt: skip
@@ -336,8 +342,8 @@ def select_files(
     kept: list[RemoteFile] = []
     skipped: list[str] = []
     for f in files:
-        explicit = bool(include) and _matches(f.path, include)
-        ignored = _matches(f.path, drop) or (not explicit and _matches(f.path, defaults))
+        explicit = bool(include) and matches(f.path, include)
+        ignored = matches(f.path, drop) or (not explicit and matches(f.path, defaults))
         if ignored or (include and not explicit):
             skipped.append(f.path)
         else:
@@ -360,22 +366,26 @@ def plan_import(
     the operator's globs (``INLINE_HF_IGNORE``), ``timeout`` the Hub's (``INLINE_HUB_TIMEOUT``):
     the top passes its settings'."""
     if category is not None and category not in CATEGORY_DIRS:
-        raise HubError(f"--as {category}: not a category (one of {', '.join(CATEGORY_DIRS)})")
+        raise SourceError(f"--as {category}: not a category (one of {', '.join(CATEGORY_DIRS)})")
     commit, files = list_repo(source, token, timeout)
     paths = [f.path for f in files]
     config = None
     if "config.json" in paths:
         loaded = read_remote_json(source, commit, "config.json", token, timeout)
         config = loaded if isinstance(loaded, dict) else None
+    if not any(p.endswith(WEIGHT_SUFFIXES) for p in paths):
+        raise SourceError(
+            f"{source}: the repo holds no weight files ({', '.join(WEIGHT_SUFFIXES)}): not a model"
+        )
     found = category or infer_category(paths, config)
     if found is None:
-        raise HubError(
+        raise SourceError(
             f"{source}: cannot tell what kind of model this is (no model_index.json, no "
             f"architectures in config.json): pass --as ({', '.join(CATEGORY_DIRS)})"
         )
     kept, skipped = select_files(files, found, include, exclude, ignores)
     if not kept:
-        raise HubError(f"{source}: no file is left to import after the ignore patterns")
+        raise SourceError(f"{source}: no file is left to import after the ignore patterns")
     dest = models_dir / CATEGORY_DIRS[found] / source.name
     return ImportPlan(
         source, commit, found, dest, tuple(kept), tuple(skipped), config, token, timeout

@@ -9,6 +9,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
+from ._card import card_after_import
 from ._hf import ImportPlan, source_record
 from ._pull import STAGING, Fetch, PullError, fetch, staging_dir
 from ._transfer import release_staging
@@ -59,7 +60,8 @@ def run_import(
 
 def finalize(plan: ImportPlan, models_dir: Path) -> None:
     """Move the staged files into place: a whole new folder in one rename, or file by file
-    into an existing one (an update); then record the source."""
+    into an existing one (an update); then record the source, and on the model's card what one
+    replica of it needs (the estimate; values someone edited there stay)."""
     stage = stage_dir(plan, models_dir)
     if not stage.is_dir():
         if not plan.dest.is_dir():
@@ -68,6 +70,7 @@ def finalize(plan: ImportPlan, models_dir: Path) -> None:
         plan.dest.parent.mkdir(parents=True, exist_ok=True)
         _write_record(plan, stage)
         os.replace(stage, plan.dest)
+        _card(plan)
         return
     else:
         for path in sorted(p for p in stage.rglob("*") if p.is_file()):
@@ -76,6 +79,11 @@ def finalize(plan: ImportPlan, models_dir: Path) -> None:
             os.replace(path, target)
         shutil.rmtree(stage, ignore_errors=True)
     _write_record(plan, plan.dest)
+    _card(plan)
+
+
+def _card(plan: ImportPlan) -> None:
+    card_after_import(plan.dest, f"hf:{plan.source.repo}", plan.source.revision, plan.category)
 
 
 def _write_record(plan: ImportPlan, folder: Path) -> None:
