@@ -1,22 +1,29 @@
-"""``AsyncClient``: complete, rewrite, generate, runs, events and takes over ``/v1``."""
+"""``AsyncClient``: complete, rewrite, generate, runs, events and takes over ``/v1``; models
+imported, listed and removed; deployments."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 import msgspec
 
-from ._errors import ApiError, GraphInvalid, RunFailed
+from ._errors import ApiError, DownloadFailed, GraphInvalid, RunFailed
 from ._nodes import NodeDoc, NodeList, find_node, is_folder_generator, is_rewriter
 from ._types import (
     TERMINAL,
     CompletionChunk,
+    Deployment,
+    Download,
     Event,
     GeneratedImage,
     GeneratedMesh,
+    LocalModel,
     Other,
     RunState,
     Snapshot,
@@ -29,6 +36,18 @@ from ._ws import messages
 _state = msgspec.json.Decoder(RunState)
 _take = msgspec.json.Decoder(Take)
 _nodes = msgspec.json.Decoder(NodeList)
+_download = msgspec.json.Decoder(Download)
+_model = msgspec.json.Decoder(LocalModel)
+_deployment = msgspec.json.Decoder(Deployment)
+
+
+class _ModelList(msgspec.Struct, frozen=True):
+    models: list[LocalModel]
+
+
+_models = msgspec.json.Decoder(_ModelList)
+#: Seconds between two looks at a download's progress.
+POLL_S = 0.2
 
 
 def _graph(*nodes: dict[str, Any]) -> dict[str, Any]:
@@ -129,6 +148,105 @@ class AsyncClient:
         r = await self._http.get(f"/v1/takes/{take_id}/bytes")
         _raise_for(r)
         return r.content
+
+    # models -----------------------------------------------------------------------------------
+    async def import_model(
+        self, source: str, *, task: str | None = None, wait: bool = True, timeout: float = 3600.0
+    ) -> Download:
+        """Import a model into the server's ``models/``: ``source`` is ``hf:ORG/NAME[@REV]``,
+        ``url:https://.../x.safetensors``, ``file:/path/on/the/server`` or a plugin's;
+        ``task`` the kind of model (``llm``, ``vae``..., when the source cannot tell). Waits
+        for its end (``wait``; ``DownloadFailed`` unless it is ``done``, or not done within
+        ``timeout`` seconds); the download as it ended, or as it started. Needs the operator
+        token."""
+        body: dict[str, Any] = {"source": source}
+        if task is not None:
+            body["task"] = task
+        r = await self._http.post("/v1/downloads", json=body)
+        _raise_for(r)
+        download = _download.decode(r.content)
+        if not wait:
+            return download
+        deadline = time.monotonic() + timeout
+        while not download.finished:
+            if time.monotonic() > deadline:
+                raise DownloadFailed(download, f"still {download.state} after {timeout:g} s")
+            await asyncio.sleep(POLL_S)  # the server's child fetches; its state is polled
+            download = await self.download(download.download_id)
+        if download.state != "done":
+            raise DownloadFailed(download)
+        return download
+
+    async def download(self, download_id: str) -> Download:
+        """A download's state and progress per file."""
+        r = await self._http.get(f"/v1/downloads/{quote(download_id, safe='')}")
+        _raise_for(r)
+        return _download.decode(r.content)
+
+    async def list_models(self) -> list[LocalModel]:
+        """The models of the server's ``models/``, by folder then name."""
+        r = await self._http.get("/v1/models/local")
+        _raise_for(r)
+        return list(_models.decode(r.content).models)
+
+    async def show_model(self, name: str) -> LocalModel:
+        """One model with its card; ``name`` is ``NAME``, or ``FOLDER/NAME`` where two folders
+        hold one name (``ApiError`` 404 for none)."""
+        r = await self._http.get(f"/v1/models/local/{quote(name, safe='/')}")
+        _raise_for(r)
+        return _model.decode(r.content)
+
+    async def remove_model(self, name: str, *, force: bool = False) -> LocalModel:
+        """Remove a model from the server; refused (``ApiError`` 409, naming them) while a
+        deployment serves it or a run uses it, unless ``force``, which undeploys and cancels
+        them first. The model removed. Needs the operator token."""
+        params = {"force": "true"} if force else {}
+        r = await self._http.delete(f"/v1/models/local/{quote(name, safe='/')}", params=params)
+        _raise_for(r)
+        return _model.decode(r.content)
+
+    # deployments ------------------------------------------------------------------------------
+    async def deploy(
+        self,
+        target: str,
+        *,
+        model: str | None = None,
+        replicas: int | str | None = None,
+        min: int | None = None,
+        max: int | None = None,
+        name: str | None = None,
+        wait: bool = False,
+        timeout: float = 600.0,
+        **knobs: Any,
+    ) -> Deployment:
+        """Keep ``target`` (a node type, or a model a node's picker offers; ``model`` picks
+        the node's model) running on ``replicas`` (a count or ``"auto"``), or between ``min``
+        and ``max`` by its calls; ``knobs`` are ``max_per_node`` and the autoscaling ones
+        (``target_ongoing``, ``upscale_delay_s``, ``downscale_delay_s``, ``idle_s``). With
+        ``wait``, answers once every replica is up (or ``timeout`` passed: see ``state``).
+        Needs the operator token."""
+        body: dict[str, Any] = {"node": target}
+        asked = {"model": model, "replicas": replicas, "min": min, "max": max, "name": name}
+        body.update({k: v for k, v in {**asked, **knobs}.items() if v is not None})
+        if wait:  # the server answers once the replicas are up: the request waits as long
+            params = {"wait": "true", "timeout": f"{timeout:g}"}
+            r = await self._http.post(
+                "/v1/deployments", json=body, params=params, timeout=timeout + 30
+            )
+        else:
+            r = await self._http.post("/v1/deployments", json=body)
+        _raise_for(r)
+        return _deployment.decode(r.content)
+
+    async def deployment(self, name: str) -> Deployment:
+        """One deployment: its replicas, state, load and queue."""
+        r = await self._http.get(f"/v1/deployments/{quote(name, safe='')}")
+        _raise_for(r)
+        return _deployment.decode(r.content)
+
+    async def undeploy(self, name: str) -> None:
+        """Stop a deployment's replicas (calls running end first). Needs the operator token."""
+        _raise_for(await self._http.delete(f"/v1/deployments/{quote(name, safe='')}"))
 
     # tasks ------------------------------------------------------------------------------------
     async def complete(

@@ -3,7 +3,9 @@
 InlineError                 every error this client raises
 ├── ApiError                the server answered an error (``status``, ``code``, ``message``)
 │   └── GraphInvalid        a graph failed validation (``errors``: every problem, 422)
-└── RunFailed               a run ended in ``error`` or ``cancelled`` (``state``)
+├── RunFailed               a run ended in ``error`` or ``cancelled`` (``state``)
+└── DownloadFailed          a download ended ``failed`` or ``cancelled``, or not in time
+                            (``download``)
 """
 
 from __future__ import annotations
@@ -44,3 +46,13 @@ class RunFailed(InlineError):
         message = error.message if error is not None else state.status
         super().__init__(f"run {state.run_id} {state.status}: {message}")
         self.state = state
+
+
+class DownloadFailed(InlineError):
+    """A download ended without its model (``failed``, ``cancelled``), or did not end within
+    the time given; ``download`` is its last state."""
+
+    def __init__(self, download: Any, why: str | None = None) -> None:
+        reason = why or download.error or download.state
+        super().__init__(f"download {download.download_id} of {download.source}: {reason}")
+        self.download = download

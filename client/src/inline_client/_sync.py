@@ -7,7 +7,18 @@ from collections.abc import AsyncIterator, Iterator
 from typing import Any, TypeVar
 
 from ._async import AsyncClient, AsyncRun
-from ._types import CompletionChunk, Event, GeneratedImage, GeneratedMesh, Other, RunState, Take
+from ._types import (
+    CompletionChunk,
+    Deployment,
+    Download,
+    Event,
+    GeneratedImage,
+    GeneratedMesh,
+    LocalModel,
+    Other,
+    RunState,
+    Take,
+)
 
 T = TypeVar("T")
 
@@ -101,3 +112,44 @@ class Client:
 
     def mesh(self, node: str, image: bytes, **params: Any) -> GeneratedMesh:
         return self._call(self._async.mesh(node, image, **params))
+
+    def import_model(
+        self, source: str, *, task: str | None = None, wait: bool = True, timeout: float = 3600.0
+    ) -> Download:
+        return self._call(self._async.import_model(source, task=task, wait=wait, timeout=timeout))
+
+    def download(self, download_id: str) -> Download:
+        return self._call(self._async.download(download_id))
+
+    def list_models(self) -> list[LocalModel]:
+        return self._call(self._async.list_models())
+
+    def show_model(self, name: str) -> LocalModel:
+        return self._call(self._async.show_model(name))
+
+    def remove_model(self, name: str, *, force: bool = False) -> LocalModel:
+        return self._call(self._async.remove_model(name, force=force))
+
+    def deploy(
+        self,
+        target: str,
+        *,
+        model: str | None = None,
+        replicas: int | str | None = None,
+        min: int | None = None,
+        max: int | None = None,
+        name: str | None = None,
+        wait: bool = False,
+        timeout: float = 600.0,
+        **knobs: Any,
+    ) -> Deployment:
+        return self._call(self._async.deploy(
+            target, model=model, replicas=replicas, min=min, max=max, name=name, wait=wait,
+            timeout=timeout, **knobs,
+        ))  # fmt: skip
+
+    def deployment(self, name: str) -> Deployment:
+        return self._call(self._async.deployment(name))
+
+    def undeploy(self, name: str) -> None:
+        self._call(self._async.undeploy(name))

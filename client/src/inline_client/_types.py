@@ -1,4 +1,5 @@
-"""The shapes the client returns: runs, takes, events, completion chunks, images."""
+"""The shapes the client returns: runs, takes, events, completion chunks, images, downloads,
+local models and deployments."""
 
 from __future__ import annotations
 
@@ -192,3 +193,100 @@ class GeneratedMesh(msgspec.Struct, frozen=True):
     faces: int
     params: dict[str, Any]
     take: Take
+
+
+# models and deployments -------------------------------------------------------------------------
+class DownloadFile(msgspec.Struct, frozen=True, rename="camel"):
+    """One file of a download: where it comes from and goes, bytes done of total, state
+    (``waiting``, ``downloading``, ``done``)."""
+
+    path: str
+    repo: str
+    dest: str
+    bytes_done: int = 0
+    bytes_total: int | None = None
+    state: str = "waiting"
+
+
+class Download(msgspec.Struct, frozen=True, rename="camel"):
+    """A download (``/v1/downloads/{id}``): its source, state (``queued``, ``running``,
+    ``done``, ``failed``, ``cancelled``), where the model lands, and its progress per file."""
+
+    download_id: str
+    source: str
+    state: str
+    dest: str | None = None
+    bytes_done: int = 0
+    bytes_total: int = 0
+    files: list[DownloadFile] = []
+    error: str | None = None
+    created_at: float = 0.0
+
+    @property
+    def finished(self) -> bool:
+        return self.state in ("done", "failed", "cancelled")
+
+
+class LocalModel(msgspec.Struct, frozen=True):
+    """A model of the server's ``models/`` (``/v1/models/local``): its name (what a node's
+    picker offers), category, folder and path, bytes, source, whether it is complete and
+    whether a deployment serves it, and (``show_model``) its card (``inline.json``)."""
+
+    name: str
+    category: str
+    folder: str
+    path: str
+    bytes: int
+    source: str | None = None
+    complete: bool = True
+    deployed: bool = False
+    card: dict[str, Any] | None = None
+
+
+class Replica(msgspec.Struct, frozen=True, rename="camel"):
+    """One replica of a deployment: its process, where it runs, ``starting``/``ready``/``busy``."""
+
+    pid: int | None
+    generation: int
+    where: str
+    state: str
+    calls_in_flight: int = 0
+
+
+class Autoscaling(msgspec.Struct, frozen=True):
+    """How a deployment between ``min`` and ``max`` follows its calls."""
+
+    target_ongoing: float = 1.0
+    upscale_delay_s: float = 0.0
+    downscale_delay_s: float = 30.0
+    idle_s: float = 300.0
+
+
+class Decision(msgspec.Struct, frozen=True, rename="camel"):
+    """One scaling decision of a deployment."""
+
+    at: int
+    replicas_from: int
+    replicas_to: int
+    reason: str
+
+
+class Deployment(msgspec.Struct, frozen=True, rename="camel"):
+    """A deployment (``/v1/deployments/{name}``): the node (and model) it serves, its size
+    (``min``..``max``, ``target`` now), state (``deploying``, ``ready``, ``failing: ...``),
+    load and queue, its replicas and its latest scaling decisions."""
+
+    name: str
+    node: str
+    pack: str
+    model: str | None
+    min: int
+    max: int
+    target: int
+    state: str
+    load: int = 0
+    queue: int = 0
+    replicas: list[Replica] = []
+    autoscaling: Autoscaling | None = None
+    decisions: list[Decision] = []
+    created_at: int = 0

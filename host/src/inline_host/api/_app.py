@@ -16,7 +16,8 @@ from litestar.types import Scope
 
 from .._settings import Settings
 from ..guard import HostPolicy, check_bind, operator_token, request_guard, token_middleware
-from ..hub import DownloadService, secrets_reader
+from ..hub import DownloadService, ImportSources, secrets_reader
+from ..importers import importer_for
 from ..packs import PackService
 from ..runs import DeploymentService, Engine, RunService, RunStore
 from ._comfyui import ComfyImportController
@@ -34,6 +35,7 @@ from ._docs import docs_assets_router, openapi_config
 from ._downloads import DownloadsController, downloads_lifespan
 from ._errors import EXCEPTION_HANDLERS
 from ._models import ModelsService
+from ._models_local import LocalModelsController, LocalModelsService
 from ._packs_api import PacksController
 from ._system import SystemService
 from .openai import OpenAIController, OpenAIImagesController
@@ -73,6 +75,25 @@ def provide_deployments(scope: Scope) -> DeploymentService:
     return scope["app"].state.deployments
 
 
+def provide_local_models(scope: Scope) -> LocalModelsService:
+    """The models of the models dir, and who uses them."""
+    return scope["app"].state.local_models
+
+
+#: The module a download through an importer runs as its child.
+IMPORT_JOB = "inline_host.importers._job"
+
+
+def import_sources(settings: Settings) -> ImportSources:
+    """The sources beyond the Hub the downloads service fetches: every importer's."""
+    return ImportSources(
+        plan=lambda source, task, models_dir: importer_for(
+            source, task=task, models_dir=models_dir, settings=settings
+        ),
+        job=IMPORT_JOB,
+    )
+
+
 def create_app(settings: Settings | None = None, *, front_end_root: Path | None = None) -> Litestar:
     """The /v1 app over an engine opened in its lifespan."""
     settings = settings or Settings.from_env()
@@ -90,6 +111,9 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
             app.state.service = service
             app.state.deployments = deployments
             app.state.models = ModelsService(engine, settings)
+            app.state.local_models = LocalModelsService(
+                settings, engine, service, deployments, engine.catalogs
+            )
             app.state.system = SystemService(engine, service, settings, deployments)
             app.state.packs = PackService(engine)
             try:
@@ -116,6 +140,7 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
         FitController,
         PacksController,
         DeploymentsController,
+        LocalModelsController,
         ComfyImportController,
         DownloadsController,
         OpenAIController,  # /openai/v1
@@ -131,7 +156,7 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
         )
     return Litestar(
         route_handlers=handlers,
-        lifespan=[lifespan, downloads_lifespan(settings)],
+        lifespan=[lifespan, downloads_lifespan(settings, import_sources(settings))],
         state=State({"front_end_root": front_end_root}),
         dependencies={
             "models": Provide(provide_models, sync_to_thread=False),
@@ -140,6 +165,7 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
             "packs": Provide(provide_packs, sync_to_thread=False),
             "downloads": Provide(provide_downloads, sync_to_thread=False),
             "deployments": Provide(provide_deployments, sync_to_thread=False),
+            "local_models": Provide(provide_local_models, sync_to_thread=False),
         },
         exception_handlers=EXCEPTION_HANDLERS,
         middleware=[

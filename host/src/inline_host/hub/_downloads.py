@@ -1,6 +1,11 @@
 """The downloads service behind ``/v1/downloads``: the same downloads as ``inline models import``
 and ``inline models pull``, each in its own process, with progress per file.
 
+A Hub repo (``hf:ORG/NAME``) and a node's files are planned and fetched here (``_job``); any other
+source (``url:``, ``file:``, a plugin's) through the importers, which live on a floor above this
+one: the top hands them in (``ImportSources``), a plan to size the files and the module a child
+runs to fetch them.
+
 At most ``INLINE_MAX_DOWNLOADS`` (2) children run at once; the others wait, ``queued``, in the
 order they came (past ``MAX_WAITING`` waiting, a start is refused 429 with ``Retry-After``).
 
@@ -23,16 +28,16 @@ import secrets
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import anyio
 import anyio.abc
 
 from .._settings import Settings
-from ._hf import HubError, ImportPlan, parse_source, plan_import, resolve_token
+from ._hf import HubError, ImportPlan, SourceError, parse_source, plan_import, resolve_token
 from ._import import pending, raw_staging
 from ._job import fetch_to_json, plan_to_json
 from ._pull import Fetch, PullError, is_present, node_models, plan_fetches
@@ -45,6 +50,44 @@ MAX_WAITING: Final = 64
 PLANNING: Final = 4
 #: The longest line read from a child (its events are short).
 MAX_LINE: Final = 1 << 20
+
+
+#: The module a Hub download's child runs.
+HUB_JOB: Final = "inline_host.hub._job"
+
+
+class PlannedFile(Protocol):
+    """One file an import brings (``inline_host.importers.ModelFile``)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def size(self) -> int | None: ...
+
+
+class PlannedImport(Protocol):
+    """What the service reads of an importer (``inline_host.importers.Importer``): where the
+    model lands, what it fetches, its weight files (read from their headers, not fetched) and
+    where its files wait until all are there."""
+
+    @property
+    def source(self) -> str: ...
+    @property
+    def dest(self) -> Path: ...
+    def files(self) -> Sequence[PlannedFile]: ...
+    def weights(self) -> Sequence[object]: ...
+    def stage(self) -> Path: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ImportSources:
+    """The sources beyond the Hub, handed in from the top. ``plan(source, task, models_dir)``
+    is the importer of a source (metadata only; ``SourceError`` for a bad one); ``job`` the
+    module a download's child runs (``python -m JOB PARENT_PID``): it reads
+    ``{"source", "task", "modelsDir"}`` from stdin and writes ``_job``'s events."""
+
+    plan: Callable[[str, str | None, Path], PlannedImport]
+    job: str
 
 
 class DownloadRefused(Exception):
@@ -73,11 +116,22 @@ class Download:
     started_at: float = field(default_factory=time.time)
     proc: subprocess.Popen[bytes] | None = None
     scope: anyio.CancelScope | None = None
+    #: An import through an importer: where the model lands, where its files are staged, and
+    #: the child's module and job (None: a Hub download, whose job is built from the fetches).
+    dest: Path | None = None
+    stage: Path | None = None
+    module: str = HUB_JOB
+    job: dict[str, Any] | None = None
 
     def _done_bytes(self, i: int, f: Fetch) -> int:
         if i in self.finished or (self.state == "done"):
             return f.size or (f.dest.stat().st_size if f.dest.is_file() else 0)
         if i != self.current:
+            return 0
+        if self.stage is not None:  # the importer's stage: <path>.incomplete, then <path>
+            for staged in (self.stage / f"{f.path}.incomplete", self.stage / f.path):
+                with contextlib.suppress(OSError):
+                    return staged.stat().st_size
             return 0
         return staged_bytes(raw_staging(f.repo, self.models_dir), f.path)
 
@@ -91,12 +145,12 @@ class Download:
             files.append({"path": f.path, "repo": f.repo, "dest": str(f.dest),
                           "bytesDone": self._done_bytes(i, f), "bytesTotal": f.size,
                           "state": state})  # fmt: skip
-        dest = str(self.plan.dest) if self.plan is not None else None
+        dest = self.plan.dest if self.plan is not None else self.dest
         return {
             "downloadId": self.id,
             "source": self.source,
             "state": self.state,
-            "dest": dest,
+            "dest": None if dest is None else str(dest),
             "bytesDone": sum(f["bytesDone"] for f in files),
             "bytesTotal": sum(f.size or 0 for f in self.fetches),
             "files": files,
@@ -108,8 +162,10 @@ class Download:
 class DownloadService:
     """Starts, queues, follows and cancels downloads. Owned by the app's lifespan (``run``)."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, sources: ImportSources | None = None) -> None:
         self.settings = settings
+        #: The sources beyond the Hub (None: only ``hf:`` sources and nodes).
+        self.sources = sources
         self.downloads: dict[str, Download] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._slots: anyio.Semaphore | None = None
@@ -133,11 +189,21 @@ class DownloadService:
 
     # starting -----------------------------------------------------------------------------
     async def start(
-        self, source: str | None, node: str | None, *, token_secret: str | None = None
+        self,
+        source: str | None,
+        node: str | None,
+        *,
+        token_secret: str | None = None,
+        task: str | None = None,
     ) -> Download:
-        """Plan (metadata only, off the event loop) and queue a download."""
+        """Plan (metadata only, off the event loop) and queue a download. ``task`` is the kind
+        of model a source is (a category: ``inline models import --as``)."""
         if (source is None) == (node is None):
-            raise DownloadRefused(422, 'give exactly one of "source" (hf:ORG/NAME) or "node"')
+            raise DownloadRefused(
+                422, 'give exactly one of "source" (hf:ORG/NAME, url:..., file:...) or "node"'
+            )
+        if task is not None and source is None:
+            raise DownloadRefused(422, '"task" says what kind of model a "source" is: give one')
         if self._tg is None or self._planning is None:
             raise DownloadRefused(503, "the downloads service is not running")
         label = source if source is not None else f"node:{node}"
@@ -153,6 +219,9 @@ class DownloadService:
                 retry_after=30,
             )
         models_dir = self.settings.models_dir
+        if source is not None and self.sources is not None and not _is_hub(source):
+            made = await self._plan_import(label, source, task, token_secret)
+            return self._queue(made)
         plan: ImportPlan | None = None
         try:
             if source is not None:
@@ -162,6 +231,7 @@ class DownloadService:
                     lambda: plan_import(
                         hub_source,
                         models_dir,
+                        category=task,
                         token=token,
                         ignores=self.settings.hf_ignore,
                         timeout=self.settings.hub_timeout,
@@ -179,13 +249,44 @@ class DownloadService:
             raise DownloadRefused(status, text) from None
         except PullError as exc:
             raise DownloadRefused(404, str(exc)) from None
+        return self._queue(Download(_new_id(), label, fetches, models_dir, plan))
+
+    async def _plan_import(
+        self, label: str, source: str, task: str | None, token_secret: str | None
+    ) -> Download:
+        """A download of ``source`` through its importer: its files sized, its place known."""
+        assert self.sources is not None
+        if token_secret is not None:
+            raise DownloadRefused(422, f'"tokenSecret" names a Hub token: {source} takes none')
+        models_dir, sources = self.settings.models_dir, self.sources
+
+        def plan() -> Download:
+            importer = sources.plan(source, task, models_dir)
+            dest = importer.dest  # its category: a SourceError when the source cannot tell
+            if not importer.weights():  # refused now, not after a child started
+                raise SourceError(f"{importer.source}: no weight files to import: not a model")
+            fetches = [Fetch(f.path, importer.source, f.path, "", dest / f.path, f.size)
+                       for f in importer.files()]  # fmt: skip
+            job = {"source": source, "task": task, "modelsDir": str(models_dir)}
+            return Download(_new_id(), label, fetches, models_dir, dest=dest,
+                            stage=importer.stage(), module=sources.job, job=job)  # fmt: skip
+
+        try:
+            return await anyio.to_thread.run_sync(plan, limiter=self._planning)
+        except SourceError as exc:  # the user's input names nothing importable
+            raise DownloadRefused(422, str(exc)) from None
+        except HubError as exc:  # the source could not be read (unreachable, refused)
+            raise DownloadRefused(502, str(exc)) from None
+
+    def _queue(self, made: Download) -> Download:
+        """Queue ``made``, unless the same download started while it was planned."""
+        assert self._tg is not None
         for d in self.downloads.values():
-            if d.source == label and d.state not in TERMINAL:
+            if d.source == made.source and d.state not in TERMINAL:
                 return d  # started while this one was planned
-        d = Download("dl_" + secrets.token_hex(6), label, fetches, models_dir, plan)
-        self.downloads[d.id] = d
-        self._tg.start_soon(self._follow, d)
-        return d
+        self.downloads[made.id] = made
+        self._tg.start_soon(self._follow, made)
+        return made
 
     async def _follow(self, d: Download) -> None:
         """Wait for a slot (``queued``), then run the download's child to its end."""
@@ -199,12 +300,13 @@ class DownloadService:
                     await self._run(d)
 
     async def _run(self, d: Download) -> None:
-        job = {"modelsDir": str(d.models_dir), "fetches": [fetch_to_json(f) for f in d.fetches],
-               "plan": plan_to_json(d.plan) if d.plan is not None else None,
-               "timeout": self.settings.hub_timeout}  # fmt: skip
+        job = d.job or {"modelsDir": str(d.models_dir),
+                        "fetches": [fetch_to_json(f) for f in d.fetches],
+                        "plan": plan_to_json(d.plan) if d.plan is not None else None,
+                        "timeout": self.settings.hub_timeout}  # fmt: skip
         try:
             d.models_dir.mkdir(parents=True, exist_ok=True)
-            proc = spawn_job()
+            proc = spawn_job(d.module)
         except OSError as exc:
             d.state, d.error = "failed", f"cannot start the download: {exc.strerror or exc}"
             return
@@ -271,13 +373,24 @@ class DownloadService:
 STOP_GRACE = 10.0
 
 
-def spawn_job() -> subprocess.Popen[bytes]:
-    """Start a download's child: no inherited descriptor but its pipes (``close_fds``: never
-    the host's listening socket, whatever the event loop's own spawning does), its stdin kept
-    open as the child's tie to this process. Called on the event loop's thread, which lives as
-    long as the host (the thread the child's parent-death signal follows)."""
+def _new_id() -> str:
+    return "dl_" + secrets.token_hex(6)
+
+
+def _is_hub(source: str) -> bool:
+    """Whether ``source`` is planned here: ``hf:``, or no prefix at all (which the Hub's
+    parser names as it always did)."""
+    return source.startswith("hf:") or ":" not in source
+
+
+def spawn_job(module: str = HUB_JOB) -> subprocess.Popen[bytes]:
+    """Start a download's child (``python -m MODULE PARENT_PID``): no inherited descriptor but
+    its pipes (``close_fds``: never the host's listening socket, whatever the event loop's own
+    spawning does), its stdin kept open as the child's tie to this process. Called on the
+    event loop's thread, which lives as long as the host (the thread the child's parent-death
+    signal follows)."""
     return subprocess.Popen(
-        [sys.executable, "-m", "inline_host.hub._job", str(os.getpid())],
+        [sys.executable, "-m", module, str(os.getpid())],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
         close_fds=True,
     )  # fmt: skip

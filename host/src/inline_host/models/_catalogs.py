@@ -74,6 +74,11 @@ class ModelCatalogs:
         self._cache[category] = (stamp, listing)
         return listing
 
+    def forget(self) -> None:
+        """Scan every category again on its next read: after a removal this process made,
+        which a folder's mtime may not tell apart (one clock tick holds both)."""
+        self._cache.clear()
+
     def find(self, category: str, name: str) -> Path | None:
         """The path of entry ``name`` of ``category``, or None; raises ``UnsafeName``."""
         check_name(name)
