@@ -19,3 +19,11 @@ if [ -z "${UV_FIND_LINKS:-}" ] && [ -n "${PIP_FIND_LINKS:-}" ]; then
 fi
 export INLINE_CONSTRAINTS="${INLINE_CONSTRAINTS:-$ROOT/constraints/platform.txt}"
 "${UV[@]}" sync --frozen --all-extras --quiet
+# Pack workers run in a bubblewrap sandbox: install it where apt can (as root). Without it the
+# first-party packs run unsandboxed (the server says so) and third-party ones are refused.
+if ! command -v bwrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 \
+  && [ "$(id -u)" = "0" ]; then
+  echo "Installing bubblewrap (the pack sandbox)..." >&2
+  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap) \
+    >/dev/null 2>&1 || echo "warning: could not install bubblewrap" >&2
+fi

@@ -5,9 +5,11 @@ pytest-xdist runs the suite (``tests/_xdist.py``). What every folder builds once
 
 from __future__ import annotations
 
+import getpass
 import importlib.abc
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +58,14 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput["terminal_env"] = {name: os.environ.get(name) for name in TERMINAL_ENV}
 
 
+#: Every test's temporary files (gates a test node waits on, inputs), which the sandboxed
+#: workers of the servers the tests start may read (a test that checks what a sandboxed worker
+#: cannot read starts its server without it).
+SANDBOX_READ = Path(tempfile.gettempdir()) / f"pytest-of-{getpass.getuser()}"
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    os.environ.setdefault("INLINE_SANDBOX_READ", str(SANDBOX_READ))
     given = getattr(config, "workerinput", {}).get("terminal_env")
     for name, value in (given or {}).items():
         if value is None:

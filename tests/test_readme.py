@@ -209,7 +209,11 @@ def test_the_readme_node_example_is_what_pack_new_generates_and_runs(tmp_path):
         "target": "v",
     }  # fmt: skip
     base = Settings.from_env(
-        {"INLINE_DATA_DIR": str(tmp_path / "data"), "INLINE_INPUT_ROOTS": str(tmp_path)}
+        {
+            "INLINE_SANDBOX_READ": os.environ.get("INLINE_SANDBOX_READ", ""),
+            "INLINE_DATA_DIR": str(tmp_path / "data"),
+            "INLINE_INPUT_ROOTS": str(tmp_path),
+        }
     )
     settings = dataclasses.replace(base, extra_packs=(pack,))
 
@@ -228,7 +232,14 @@ def test_the_readme_lists_every_v1_route(tmp_path):
     def shape(path: str) -> str:
         return re.sub(r"\{[^}]*\}", "{}", path).rstrip("/")
 
-    app = create_app(Settings.from_env({"INLINE_DATA_DIR": str(tmp_path)}))
+    app = create_app(
+        Settings.from_env(
+            {
+                "INLINE_SANDBOX_READ": os.environ.get("INLINE_SANDBOX_READ", ""),
+                "INLINE_DATA_DIR": str(tmp_path),
+            }
+        )
+    )
     served = {shape(r.path) for r in app.routes if r.path.startswith("/v1")}
     text = (ROOT / "README.md").read_text()
     listed = {shape(p) for p in re.findall(r"/v1/[A-Za-z0-9_/{}.-]*", text)}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -217,7 +218,12 @@ def test_finished_runs_leave_memory_but_stay_readable(tmp_path):
     from inline_host.runs import RunService, RunStore
 
     async def scenario() -> None:
-        settings = Settings.from_env({"INLINE_DATA_DIR": str(tmp_path / "data")})
+        settings = Settings.from_env(
+            {
+                "INLINE_SANDBOX_READ": os.environ.get("INLINE_SANDBOX_READ", ""),
+                "INLINE_DATA_DIR": str(tmp_path / "data"),
+            }
+        )
         async with Engine.open(settings) as engine:
             service = RunService(engine, RunStore(settings.db_path), keep_finished=3)
             async with anyio.create_task_group() as tg:

@@ -114,7 +114,11 @@ def test_an_engine_beside_a_serving_host_leaves_its_temp_files_alone(host, clien
     in_progress.parent.mkdir(parents=True, exist_ok=True)
     in_progress.write_bytes(b"half a blob")
     settings = Settings.from_env(
-        {"INLINE_DATA_DIR": str(host.data), "INLINE_MODELS_DIR": str(host.data / "models")}
+        {
+            "INLINE_SANDBOX_READ": os.environ.get("INLINE_SANDBOX_READ", ""),
+            "INLINE_DATA_DIR": str(host.data),
+            "INLINE_MODELS_DIR": str(host.data / "models"),
+        }
     )
 
     async def open_engine() -> None:

@@ -236,20 +236,22 @@ def test_a_secret_goes_only_to_the_service_it_was_stored_for(
     (data / "secrets.json").write_text(json.dumps({"ANTHROPIC_API_KEY": "sk-ant-1",
                                                    "HF_TOKEN_X": "hf_x", "MINE": "m"}))  # fmt: skip
     ask = {"api_key_secret": "HF_TOKEN_X"}
-    assert secrets_for_call(data, ask, "anthropic/complete") == {}
+    assert secrets_for_call(data, ask, "anthropic/complete", "hosted") == {}
     ask = {"api_key_secret": "ANTHROPIC_API_KEY"}
-    assert secrets_for_call(data, ask, "anthropic/complete") == {"ANTHROPIC_API_KEY": "sk-ant-1"}
-    assert secrets_for_call(data, {"api_key_secret": "MINE"}, "anthropic/complete") == {}
+    got = secrets_for_call(data, ask, "anthropic/complete", "hosted")
+    assert got == {"ANTHROPIC_API_KEY": "sk-ant-1"}
+    assert secrets_for_call(data, {"api_key_secret": "MINE"}, "anthropic/complete", "hosted") == {}
     assert resolve_token(data, "HF_TOKEN_X") == "hf_x"
     with pytest.raises(HubError, match="stored for 'anthropic', not for 'hf'"):
         resolve_token(data, "ANTHROPIC_API_KEY")
     # the CLI records a service, inferred or given
     stored = inline(tmp_path, hub, "secrets", "set", "ACME_KEY", "--service", "acme",
-                    stdin="k-acme\n")  # fmt: skip
+                    "--grant", "acme", stdin="k-acme\n")  # fmt: skip
     assert stored.returncode == 0 and "for 'acme'" in stored.stderr, stored.stderr
     assert SecretStore(data).service_of("ACME_KEY") == "acme"
-    assert secrets_for_call(data, {"key_secret": "ACME_KEY"}, "acme/up") == {"ACME_KEY": "k-acme"}
-    assert secrets_for_call(data, {"key_secret": "ACME_KEY"}, "google/gemini-image") == {}
+    acme = {"key_secret": "ACME_KEY"}
+    assert secrets_for_call(data, acme, "acme/up", "acme") == {"ACME_KEY": "k-acme"}
+    assert secrets_for_call(data, acme, "google/gemini-image", "hosted") == {}
     # over HTTP: naming a secret needs the operator token, and an Anthropic key is no Hub token
     srv_data = server.data_dir
     stored = subprocess.run([inline_exe(), "secrets", "set", "ANTHROPIC_API_KEY"],

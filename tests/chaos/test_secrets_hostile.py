@@ -16,7 +16,7 @@ def text_of(client, state) -> str:
 
 def test_naming_another_secret_needs_the_operator_token(host: Host, client) -> None:
     store = SecretStore(host.data)
-    store.set("TESTPACK_KEY", "k" * 12, service="testpack")
+    store.set("TESTPACK_KEY", "k" * 12, service="testpack", grants=("testpack",))
     store.set("ANTHROPIC_API_KEY", "sk-ant-" + "a" * 20)
     nonce = time.time_ns()
     # the node's own default secret: any client, as before

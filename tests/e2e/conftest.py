@@ -33,6 +33,7 @@ def settings(data_dir: Path, tmp_path: Path, request: pytest.FixtureRequest) -> 
     inputs.mkdir()
     base = Settings.from_env(
         {
+            "INLINE_SANDBOX_READ": os.environ.get("INLINE_SANDBOX_READ", ""),
             "INLINE_DATA_DIR": str(data_dir),
             "INLINE_MODELS_DIR": str(tmp_path / "models"),
             "INLINE_INPUT_ROOTS": str(inputs),

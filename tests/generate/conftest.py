@@ -5,6 +5,7 @@ module."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
@@ -77,6 +78,7 @@ def settings(gen_data_dir: Path, module_dir: Path, pipes: TinyPipes) -> Settings
     shutil.copytree(pipes.root / "diffusers", models / "diffusers", dirs_exist_ok=True)
     base = Settings.from_env(
         {
+            "INLINE_SANDBOX_READ": os.environ.get("INLINE_SANDBOX_READ", ""),
             "INLINE_DATA_DIR": str(gen_data_dir),
             "INLINE_MODELS_DIR": str(models),
             "INLINE_INPUT_ROOTS": str(inputs),

@@ -56,7 +56,10 @@ def test_secrets_cli_lists_names_and_writes_0600(hosted_data: Path, server: Serv
     env = {**os.environ, "INLINE_DATA_DIR": str(hosted_data)}
     listed = subprocess.run([inline_exe(), "secrets", "list"], env=env, capture_output=True,
                             text=True, timeout=60)  # fmt: skip
-    assert listed.stdout.split() == ["ANTHROPIC_API_KEY", "GEMINI_API_KEY"]
+    assert [line.split()[0] for line in listed.stdout.splitlines()] == [
+        "ANTHROPIC_API_KEY", "GEMINI_API_KEY"
+    ]  # fmt: skip
+    assert "ANTHROPIC_API_KEY  for anthropic, granted to hosted" in listed.stdout
     assert (hosted_data / "secrets.json").stat().st_mode & 0o777 == 0o600
     set_secret(hosted_data, "SCRATCH", "x")
     removed = subprocess.run([inline_exe(), "secrets", "remove", "SCRATCH"], env=env,

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from inline_host import Settings
+from inline_host._errors import SecretNotGranted
 from inline_host.hub import (
     HostedNode,
     SecretError,
@@ -42,8 +43,15 @@ def test_a_call_gets_only_the_secrets_its_params_name(tmp_path: Path):
     params = {"api_key_secret": "ANTHROPIC_API_KEY", "model": "GEMINI_API_KEY",
               "other_secret": "MISSING", "n_secret": 3}  # fmt: skip
     assert named_secrets(params) == ["ANTHROPIC_API_KEY", "MISSING"]
-    assert secrets_for_call(tmp_path, params, "anthropic/complete") == {"ANTHROPIC_API_KEY": "sk-a"}
-    assert secrets_for_call(tmp_path, {"prompt": "hi"}, "anthropic/complete") == {}
+    got = secrets_for_call(tmp_path, params, "anthropic/complete", "hosted")
+    assert got == {"ANTHROPIC_API_KEY": "sk-a"}  # an Anthropic key is granted to hosted
+    assert secrets_for_call(tmp_path, {"prompt": "hi"}, "anthropic/complete", "hosted") == {}
+    with pytest.raises(SecretNotGranted, match="inline secrets grant ANTHROPIC_API_KEY evil"):
+        secrets_for_call(tmp_path, params, "anthropic/complete", "evil")  # another pack
+    assert store.grant("ANTHROPIC_API_KEY", "evil") == ("evil", "hosted")
+    assert secrets_for_call(tmp_path, params, "anthropic/complete", "evil") == got
+    store.set("ANTHROPIC_API_KEY", "sk-b")  # a new value keeps the grants
+    assert store.grants()["ANTHROPIC_API_KEY"] == ("evil", "hosted")
 
 
 #: Hosted chat nodes as the descriptors declare them (the host hands them down to the hub).

@@ -104,6 +104,7 @@ def settings(model_data_dir: Path, module_dir: Path) -> Settings:
     inputs.mkdir(exist_ok=True)
     base = Settings.from_env(
         {
+            "INLINE_SANDBOX_READ": os.environ.get("INLINE_SANDBOX_READ", ""),
             "INLINE_DATA_DIR": str(model_data_dir),
             "INLINE_MODELS_DIR": str(module_dir / "models"),
             "INLINE_INPUT_ROOTS": str(inputs),

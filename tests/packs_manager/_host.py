@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from inline_host import Engine, Settings
 def settings_for(data_dir: Path, tmp: Path) -> Settings:
     return Settings.from_env(
         {
+            "INLINE_SANDBOX_READ": os.environ.get("INLINE_SANDBOX_READ", ""),
             "INLINE_DATA_DIR": str(data_dir),
             "INLINE_MODELS_DIR": str(tmp / "models"),
             "INLINE_INPUT_ROOTS": str(tmp),

@@ -15,6 +15,13 @@ from inline_sdk import SDK_VERSION
 FAKE = Path(__file__).resolve().parent / "_fake_worker.py"
 
 
+@pytest.fixture(autouse=True)
+def unsandboxed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fake venv's python is a script running the test's interpreter on a file of the
+    tests: no sandbox would show it those (the sandboxed handshake: tests/sandbox)."""
+    monkeypatch.setenv("INLINE_SANDBOX", "off")
+
+
 def fake_env(tmp_path: Path, answer: str) -> PackEnv:
     """A pack env whose venv python is the fake worker, answering as ``answer`` says."""
     root = tmp_path / "acme" / "f00d"

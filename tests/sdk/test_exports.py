@@ -13,6 +13,8 @@ PACKAGES = [
     "inline_sdk",
     "inline_sdk.protocol",
     "inline_sdk.chat",
+    "inline_sdk.embed",
+    "inline_sdk.batch",
     "inline_sdk.mesh",
     "inline_core",
     "inline_registry",

@@ -1,6 +1,6 @@
-"""Text fixtures: the pack venvs, the tiny text models (and the tiny Z-Image for the client's
-``generate``), built once per session (``tests/_builds.py``), and one real server over them
-(with a token)."""
+"""Text fixtures: the pack venvs, the tiny text models and encoders (and the tiny Z-Image for the
+client's ``generate``), built once per session (``tests/_builds.py``), and one real server over
+them (with a token)."""
 
 from __future__ import annotations
 
@@ -52,6 +52,82 @@ class TextModels:
         )
         assert proc.returncode == 0, proc.stderr[-3000:]
         return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@dataclass(frozen=True)
+class EmbedModels:
+    root: Path  # holds embeddings/<name>/ (the same models dir as the server's)
+    python: Path  # the text pack venv's interpreter
+    st_path: Path | None  # sentence-transformers for that interpreter (None: not installable)
+    st_skip: str  # why st_path is None
+
+    def baseline(self, library: str = "transformers", **job: Any) -> dict[str, Any]:
+        """The vectors without Inline (see ``_embed_baseline.py``): plain transformers in the
+        pack venv, or sentence-transformers on top of it."""
+        env = {**os.environ, **QUIET}
+        if library == "sentence-transformers":
+            if self.st_path is None:
+                pytest.skip(self.st_skip)
+            env["PYTHONPATH"] = str(self.st_path)
+        proc = subprocess.run(
+            [str(self.python), str(HERE / "_embed_baseline.py"),
+             json.dumps({**job, "library": library})],
+            capture_output=True, text=True, timeout=300, env=env,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _install_sentence_transformers(python: Path, out: Path) -> None:
+    """sentence-transformers and what it needs beyond the pack venv (scipy, scikit-learn...)
+    into ``out``, for ``python`` (its torch and transformers stay the pack venv's own)."""
+    from uv import find_uv_bin
+
+    uv = find_uv_bin()
+    frozen = subprocess.run(
+        [uv, "pip", "freeze", "--python", str(python)], capture_output=True, text=True, check=True
+    ).stdout
+    excludes = out.parent / f"{out.name}.excludes.txt"
+    names = [line.split("=")[0].split(" @ ")[0].strip() for line in frozen.splitlines()]
+    excludes.write_text("\n".join(n for n in names if n) + "\n")
+    proc = subprocess.run(
+        [uv, "pip", "install", "--quiet", "--python", str(python), "--target", str(out / "lib"),
+         "sentence-transformers", "--excludes", str(excludes)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    (out / "status.txt").write_text("ok" if proc.returncode == 0 else proc.stderr[-2000:])
+
+
+@pytest.fixture(scope="session")
+def embed_models(
+    text_data: Path, text_models: TextModels, tmp_path_factory: pytest.TempPathFactory
+) -> EmbedModels:
+    """The tiny encoders (``_tiny_embed.py``) in the server's models dir, and
+    sentence-transformers beside the text pack venv for the baselines (once per session)."""
+    python = _venv_python(text_data, "text")
+    reuse = os.environ.get("INLINE_TEXT_TEST_DATA")
+    if reuse:
+        built = text_data / "tiny-embed"
+        if not (built / "embed-report.json").is_file():
+            run_builder(python, HERE / "_tiny_embed.py", built)
+        st = text_data / "st-baseline"
+        if not (st / "status.txt").is_file():
+            st.mkdir(exist_ok=True)
+            _install_sentence_transformers(python, st)
+    else:
+        built = built_once(
+            tmp_path_factory,
+            "tiny-embed",
+            lambda out: run_builder(python, HERE / "_tiny_embed.py", out),
+        )
+        st = built_once(
+            tmp_path_factory, "st-baseline", lambda out: _install_sentence_transformers(python, out)
+        )
+    shutil.copytree(built / "embeddings", text_models.root / "embeddings", dirs_exist_ok=True)
+    status = (st / "status.txt").read_text()
+    installed = status == "ok"
+    why = f"sentence-transformers could not be installed for the baseline: {status}"
+    return EmbedModels(text_models.root, python, st / "lib" if installed else None, why)
 
 
 @pytest.fixture(scope="session")

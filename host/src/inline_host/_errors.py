@@ -49,6 +49,10 @@ USER_MISTAKES: Final = frozenset(
         "KeysMismatch",
         "LoraRefused",
         "WontFit",
+        # an embedding folder whose sentence-transformers files cannot be run, and a request
+        # for longer vectors than the model's
+        "EncoderInvalid",
+        "DimensionsRefused",
         *MODELS_MISSING,
         *SECRETS_MISSING,
     }
@@ -57,6 +61,18 @@ USER_MISTAKES: Final = frozenset(
 
 class InlineHostError(Exception):
     """Root of every exception the host raises."""
+
+
+class SecretNotGranted(InlineHostError):
+    """A call names a secret its pack was not granted: it is not sent, and the call fails."""
+
+    def __init__(self, pack: str, name: str) -> None:
+        self.pack = pack
+        self.name = name
+        super().__init__(
+            f"pack {pack} was not granted the secret '{name}': it is not sent to it; grant it "
+            f"with 'inline secrets grant {name} {pack}'"
+        )
 
 
 class PackError(InlineHostError):

@@ -42,6 +42,13 @@ def _int(env: Mapping[str, str], name: str, default: int, least: int = 1) -> int
     return value
 
 
+def _choice(env: Mapping[str, str], name: str, choices: tuple[str, ...], default: str) -> str:
+    value = (env.get(name) or "").strip().lower() or default
+    if value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(choices)}, got {env.get(name)!r}")
+    return value
+
+
 def _list(env: Mapping[str, str], name: str) -> tuple[str, ...]:
     return tuple(g.strip() for g in env.get(name, "").split(",") if g.strip())
 
@@ -92,6 +99,11 @@ class Settings:
     cache_entries: int = 256
     extra_packs: tuple[Path, ...] = field(default=())
     extra_models_dirs: tuple[Path, ...] = field(default=())
+    #: ``INLINE_SANDBOX``: ``auto`` (sandbox every worker where bubblewrap works), ``off``,
+    #: ``required`` (refuse a worker that cannot be sandboxed).
+    sandbox: str = "auto"
+    #: ``INLINE_SANDBOX_READ``: more folders a sandboxed worker may read (``:``-separated).
+    sandbox_read: tuple[Path, ...] = field(default=())
     cwd: Path = field(default_factory=Path.cwd)
     host: str = "127.0.0.1"
     port: int = 8848
@@ -211,6 +223,12 @@ class Settings:
             max_connections_per_client=_int(env, "INLINE_MAX_CONNECTIONS_PER_CLIENT", 64),
             max_downloads=_int(env, "INLINE_MAX_DOWNLOADS", 2),
             hub_timeout=_positive(env, "INLINE_HUB_TIMEOUT", 60.0),
+            sandbox=_choice(env, "INLINE_SANDBOX", ("auto", "off", "required"), "auto"),
+            sandbox_read=tuple(
+                Path(p).absolute()
+                for p in env.get("INLINE_SANDBOX_READ", "").split(os.pathsep)
+                if p
+            ),
         )
 
     @property

@@ -38,6 +38,14 @@ from ._registry import (
     pack_sources,
 )
 from ._remote import EnvRecipe, ShippedWheel, materialize, recipe_for
+from ._sandbox import (
+    Confinement,
+    SandboxUnavailable,
+    apply_env,
+    confined_command,
+    sandbox_mode,
+    sandbox_problem,
+)
 from ._scaffold import scaffold_pack
 from ._scan import RULES, Finding, ScanReport, scan_tree
 from ._spawn import spawn_worker_sync, worker_command, worker_env
@@ -100,6 +108,12 @@ __all__ = (
     "scan_tree",
     "sdk_project_dir",
     "spawn_worker_sync",
+    "Confinement",
+    "SandboxUnavailable",
+    "apply_env",
+    "confined_command",
+    "sandbox_mode",
+    "sandbox_problem",
     "worker_command",
     "worker_env",
 )

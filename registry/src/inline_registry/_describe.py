@@ -12,6 +12,7 @@ fingerprint, so a later load needs no child process at all.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -28,6 +29,13 @@ from inline_sdk.protocol import PROTOCOL, Welcome
 
 from ._envs import PackEnv, local_dependencies
 from ._files import write_atomically
+from ._sandbox import (
+    SCRATCH,
+    SandboxUnavailable,
+    apply_env,
+    confined_command,
+    probe_confinement,
+)
 
 __all__ = ("describe_unbuilt", "described_file", "read_described")
 
@@ -90,18 +98,28 @@ def describe_unbuilt(env: PackEnv) -> Welcome | None:
     allowed = [*_ALLOWED, *(name for p in paths for name in _top_level_names(p))]
     with tempfile.TemporaryDirectory(prefix="inline-describe-") as tmp:
         out = Path(tmp) / "descriptors.json"
+        try:  # the pack's code runs: sandboxed, as its worker would be
+            confinement = probe_confinement(env.source.name, Path(sys.prefix), Path(tmp),
+                                            first_party=env.source.first_party)  # fmt: skip
+        except SandboxUnavailable:
+            return None  # its venv is built, and its handshake says why it cannot start
         args = {
             "allowed": allowed,
             "paths": [str(p) for p in paths],
             "pack": env.source.name,
             "entry": entry,
-            "out": str(out),
+            "out": str(SCRATCH / out.name) if confinement is not None else str(out),
         }
         child_env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
         child_env["PYTHONDONTWRITEBYTECODE"] = "1"  # never write into the pack's source tree
+        command = [sys.executable, "-c", _SCRIPT, json.dumps(args)]
+        if confinement is not None:
+            confinement = dataclasses.replace(confinement, read_only=tuple(paths))
+            command, changes = confined_command(command, confinement)
+            child_env = apply_env(child_env, changes)
         try:
             proc = subprocess.run(
-                [sys.executable, "-c", _SCRIPT, json.dumps(args)],
+                command,
                 env=child_env,
                 cwd=tmp,
                 stdin=subprocess.DEVNULL,

@@ -23,6 +23,7 @@ from inline_sdk.protocol import (
 from ._envs import PackEnv
 from ._errors import HandshakeFailed, SdkMismatch
 from ._files import write_atomically
+from ._sandbox import SandboxUnavailable, probe_confinement
 from ._spawn import spawn_worker_sync
 
 
@@ -61,7 +62,13 @@ def probe(env: PackEnv, *, timeout: float = 120.0) -> Welcome:
     if cached is not None:
         return cached
     pack = env.source.name
-    proc, sock = spawn_worker_sync(env.python, pack)
+    scratch = env.root / "probe-scratch"
+    try:
+        confinement = probe_confinement(pack, env.python.parent.parent, scratch,
+                                        first_party=env.source.first_party)  # fmt: skip
+    except SandboxUnavailable as exc:
+        raise HandshakeFailed(pack, str(exc)) from None
+    proc, sock = spawn_worker_sync(env.python, pack, confinement=confinement)
     codec: FrameCodec[Any] = FrameCodec(FromWorker)
     try:
         with tempfile.TemporaryDirectory() as tmp:

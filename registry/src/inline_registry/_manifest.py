@@ -69,6 +69,8 @@ class Manifest(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     """A pack's ``[tool.inline]`` table."""
 
     sdk: str = "1"
+    #: Whether the pack's workers may reach the network (a sandboxed worker has none else).
+    network: bool = False
     nodes: dict[str, NodeManifest] = msgspec.field(default_factory=dict)
 
 

@@ -41,6 +41,7 @@ RULES: Final[dict[str, tuple[str, str]]] = {
     "pickle-deserialization": (CONSENT, "loads pickles (arbitrary code on load)"),
     "dynamic-execution": (CONSENT, "executes code built at run time (exec, eval, imports by name)"),
     "network-egress": (CONSENT, "reaches the network"),
+    "sandbox-network": (CONSENT, "declares network = true: its sandboxed workers may go online"),
     "compiled-binary": (CONSENT, "ships compiled binaries the scan cannot read"),
     "unparseable-source": (CONSENT, "has Python files the scan cannot parse"),
     "build-backend": (CONSENT, "builds with a backend outside the known set"),
@@ -216,6 +217,9 @@ def _scan_project(root: Path) -> list[Finding]:
         backend = build.get("build-backend")
         if backend is not None and backend not in KNOWN_BACKENDS:
             findings.append(_finding("build-backend", "pyproject.toml", detail=str(backend)))
+        inline = data.get("tool", {}).get("inline", {})
+        if isinstance(inline, dict) and inline.get("network") is True:
+            findings.append(_finding("sandbox-network", "pyproject.toml", detail="network = true"))
         hatch = data.get("tool", {}).get("hatch", {})
         if _has_custom_hook(hatch):
             findings.append(

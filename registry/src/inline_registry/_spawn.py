@@ -10,6 +10,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
 
+from ._sandbox import Confinement, apply_env, confined_command
+
 
 def worker_command(python: Path, pack: str, fd: int) -> list[str]:
     """The command line of a worker serving ``pack`` over fd ``fd``."""
@@ -34,8 +36,9 @@ WORKER_ENV_PREFIXES: Final = (
     "INLINE_", "LC_", "CUDA_", "NVIDIA_", "PYTORCH_", "TORCH", "XDG_", "NCCL_", "MKL_", "KMP_",
     "OMP_", "TRITON_", "HIP_", "ROCR_", "HSA_", "RAY_", "COVERAGE_",
 )  # fmt: skip
-#: Never passed, whatever the lists say: the host's own credentials.
-WORKER_ENV_DENY: Final = frozenset({"INLINE_TOKEN"})
+#: Never passed, whatever the lists say: the host's own credentials, and where its data is
+#: (the run store, the secrets file, the operator token).
+WORKER_ENV_DENY: Final = frozenset({"INLINE_TOKEN", "INLINE_DATA_DIR"})
 
 
 def worker_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -62,18 +65,28 @@ def worker_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def spawn_worker_sync(
-    python: Path, pack: str, *, env: Mapping[str, str] | None = None
+    python: Path,
+    pack: str,
+    *,
+    env: Mapping[str, str] | None = None,
+    confinement: Confinement | None = None,
 ) -> tuple[subprocess.Popen[bytes], socket.socket]:
-    """Start a worker (blocking API); returns the process and the host's end of the socket."""
+    """Start a worker (blocking API), sandboxed in ``confinement`` when given; returns the
+    process and the host's end of the socket."""
     host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    command = worker_command(python, pack, child_end.fileno())
+    variables = worker_env(env)
+    if confinement is not None:
+        command, changes = confined_command(command, confinement)
+        variables = apply_env(variables, changes)
     try:
         proc = subprocess.Popen(
-            worker_command(python, pack, child_end.fileno()),
+            command,
             pass_fds=(child_end.fileno(),),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
-            env=worker_env(env),
+            env=variables,
             close_fds=True,
         )
     finally:

@@ -20,11 +20,14 @@ from ._kinds import HANDLE_KINDS, MEDIA_KINDS, PORT_KINDS, is_list_kind, port_sa
 from ._media import AssetIdRef, AssetRef, Audio, Image, Mask, Media, MeshFile, PathRef, Video
 from ._memory import Memory
 from ._models import (
+    ENCODER,
     LLM_ARCHITECTURES,
+    MODEL_ARCHITECTURES,
     WEIGHT_SUFFIXES,
     LlmArchitecture,
     UnsafeName,
     check_model_name,
+    is_encoder_folder,
     is_weight_entry,
     llm_architecture,
 )
@@ -35,12 +38,15 @@ from ._version import SDK_MAJOR, SDK_VERSION
 from .hookspecs import hookimpl
 
 __all__ = (
+    "ENCODER",
     "LLM_ARCHITECTURES",
+    "MODEL_ARCHITECTURES",
     "WEIGHT_SUFFIXES",
     "LlmArchitecture",
     "LocalPlacement",
     "UnsafeName",
     "check_model_name",
+    "is_encoder_folder",
     "is_weight_entry",
     "llm_architecture",
     "local_placement",

@@ -15,7 +15,7 @@ from ._descriptor import ARCHITECTURE_KEYWORD, Option, ParamField, PortSpec
 from ._kinds import HANDLE_KINDS, PORT_KINDS, is_list_kind
 from ._media import Media
 from ._mesh import Mesh
-from ._models import LLM_ARCHITECTURES
+from ._models import MODEL_ARCHITECTURES
 
 WIDGETS: Final = frozenset({"text", "textarea", "number", "boolean", "select", "seed"})
 CATALOGS: Final = frozenset(
@@ -30,7 +30,7 @@ CATALOGS: Final = frozenset(
         "upscale_models",
         "latent_upscale_models",
         "model_patches",
-        "embeddings",
+        "embeddings",  # textual inversions; and encoder folders (architecture="encoder")
         "annotators",
         "characters",
         "diffusers",  # diffusers pipeline folders (models/diffusers/<name>/)
@@ -75,9 +75,10 @@ class Param:
     from ``min``, when the host validates a graph (an off-step value is refused at submit).
     ``internal`` params are accepted and validated but not listed in the served descriptor (the
     contract's undeclared params, such as ``asset`` on ``input/image``). ``architecture`` (with
-    ``options_from="llm"``: ``causal`` or ``seq2seq``) is the model architecture the node runs:
-    its picker lists only the ``llm`` folders of that architecture, and the host finds the
-    node's models by it (it lands in the param's schema, see ``Descriptor.architecture``).
+    ``options_from="llm"``: ``causal`` or ``seq2seq``; with ``"embeddings"``: ``encoder``) is the
+    model architecture the node runs: its picker lists only the folders of that architecture,
+    and the host finds the node's models by it (it lands in the param's schema, see
+    ``Descriptor.architecture``).
     """
 
     label: str
@@ -185,10 +186,12 @@ def declare_param(
     if meta.max is not None:
         constraints["le"] = meta.max
     if meta.architecture is not None:
-        if meta.options_from != "llm" or meta.architecture not in LLM_ARCHITECTURES:
+        allowed = MODEL_ARCHITECTURES.get(meta.options_from or "", ())
+        if meta.architecture not in allowed:
+            choices = {k: list(v) for k, v in MODEL_ARCHITECTURES.items()}
             problems.append(
-                f"{where}: param '{p.name}' architecture={meta.architecture!r} needs "
-                f"options_from='llm' and one of {list(LLM_ARCHITECTURES)}"
+                f"{where}: param '{p.name}' architecture={meta.architecture!r} needs an "
+                f"options_from that declares it (by catalog: {choices})"
             )
         constraints["extra_json_schema"] = {ARCHITECTURE_KEYWORD: meta.architecture}
     typed = base

@@ -17,6 +17,15 @@ WEIGHT_SUFFIXES: Final = frozenset(
 LlmArchitecture = Literal["causal", "seq2seq"]
 #: The architectures a node may declare its ``llm`` picker takes (``Param(architecture=...)``).
 LLM_ARCHITECTURES: Final[tuple[LlmArchitecture, ...]] = ("causal", "seq2seq")
+#: What a ``models/embeddings/<name>/`` folder runs as: a transformers encoder, with or without
+#: sentence-transformers' modules (``modules.json``); ComfyUI's textual-inversion files, which
+#: share the folder, are not.
+ENCODER: Final = "encoder"
+#: The architectures a model picker may declare, by the catalog it picks from.
+MODEL_ARCHITECTURES: Final[dict[str, tuple[str, ...]]] = {
+    "llm": LLM_ARCHITECTURES,
+    "embeddings": (ENCODER,),
+}
 
 
 class UnsafeName(ValueError):
@@ -65,3 +74,25 @@ def llm_architecture(folder: Path) -> LlmArchitecture | None:
     if any(n.endswith("ForCausalLM") for n in names) or not names:
         return "causal"
     return None
+
+
+def is_encoder_folder(folder: Path) -> bool:
+    """Whether ``folder`` is a transformers folder an embedding node can load (a
+    ``config.json`` at its root, or in the subfolder of its sentence-transformers
+    ``Transformer`` module); never torch."""
+    if not folder.is_dir():
+        return False
+    if (folder / "config.json").is_file():
+        return True
+    try:
+        modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    if not isinstance(modules, list):
+        return False
+    for module in modules:
+        if isinstance(module, dict) and str(module.get("type", "")).endswith("Transformer"):
+            path = module.get("path")
+            if isinstance(path, str) and ".." not in Path(path).parts:
+                return (folder / path / "config.json").is_file()
+    return False

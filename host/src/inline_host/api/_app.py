@@ -38,7 +38,8 @@ from ._models import ModelsService
 from ._models_local import LocalModelsController, LocalModelsService
 from ._packs_api import PacksController
 from ._system import SystemService
-from .openai import OpenAIController, OpenAIImagesController
+from .anthropic import AnthropicController
+from .openai import OpenAIController, OpenAIEmbeddingsController, OpenAIImagesController
 
 log = logging.getLogger("inline.api")
 
@@ -144,7 +145,9 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
         ComfyImportController,
         DownloadsController,
         OpenAIController,  # /openai/v1
+        AnthropicController,  # /anthropic/v1
         OpenAIImagesController,
+        OpenAIEmbeddingsController,
         run_events,
         docs_assets_router(),
     ]

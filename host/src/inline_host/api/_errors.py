@@ -24,6 +24,7 @@ from litestar.exceptions import (
 from litestar.status_codes import HTTP_500_INTERNAL_SERVER_ERROR
 
 from ..runs import Conflict, QueueFull, StorageFailing
+from .anthropic import http_error as anthropic_http_error
 
 log = logging.getLogger("inline.api")
 
@@ -101,6 +102,8 @@ def handle_storage(_: Request[Any, Any, Any], exc: StorageFailing) -> Response[A
 
 def handle_http(request: Request[Any, Any, Any], exc: HTTPException) -> Response[Any]:
     where = f"{request.method} {request.url.path}"
+    if request.url.path.startswith("/anthropic/"):  # what Anthropic's clients parse
+        return anthropic_http_error(request, exc)
     if isinstance(exc, NotFoundException):
         spa = _spa_index(request)
         if spa is not None:

@@ -3,7 +3,9 @@
 The OpenAI routes find their nodes by what the descriptors declare, never by node id: a chat
 node has the SDK's chat shape (``is_chat_node``); its ``model`` param is a picker of ``llm``
 folders of the architecture it runs (a local node), or a provider's model names with a
-``*_secret`` key param (a hosted node). What answers from the packs refreshes them first (a
+``*_secret`` key param (a hosted node). An embedding node has the SDK's embedding shape
+(``is_embedding_node``) and its ``model`` param picks the encoder folders of
+``models/embeddings/``. What answers from the packs refreshes them first (a
 pack installed from the CLI while serving), and what a request would read again each time (the
 chat nodes, each folder's ``config.json``, the secrets file) is kept until packs.lock, the
 models dir or the secrets file changes.
@@ -19,6 +21,7 @@ from typing import Any
 import anyio
 from inline_sdk import Descriptor
 from inline_sdk.chat import is_chat_node
+from inline_sdk.embed import is_embedding_node
 
 from .._settings import Settings
 from ..comfyui import registry_mappings
@@ -34,9 +37,11 @@ from ..hub import (
 from ..models import (
     CATEGORIES,
     CATEGORY,
+    ENCODERS,
     ModelCatalogs,
     UnsafeName,
     budget_of,
+    encoder_entries,
     fit,
     fit_answer,
     inventory_for,
@@ -56,6 +61,20 @@ class ChatModel:
     owned_by: str = "inline"
     #: a hosted model: whether its key is stored (it can be called now)
     available: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class EmbeddingModel:
+    """A model embeddings clients may name: an encoder folder, and the node that runs it."""
+
+    id: str
+    node: str
+    created: int = 0
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The params that select it."""
+        return {"model": self.id}
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +104,17 @@ def chat_nodes(descriptors: list[Descriptor]) -> ChatNodes:
     return ChatNodes(tuple(local), tuple(hosted))
 
 
+def embedding_nodes(descriptors: list[Descriptor]) -> tuple[str, ...]:
+    """The embedding nodes among ``descriptors`` whose ``model`` picks ``models/embeddings/``
+    folders, in registration order."""
+    out = []
+    for d in descriptors:
+        model = d.param("model")
+        if is_embedding_node(d) and model is not None and model.options_from == ENCODERS:
+            out.append(d.type)
+    return tuple(out)
+
+
 class UnknownModel(LookupError):
     """A ``<category>/<name>`` that names no model file."""
 
@@ -96,6 +126,7 @@ class ModelsService:
         self._engine = engine
         self._settings = settings
         self._chat: tuple[str, ChatNodes] | None = None  # by registry version
+        self._embed: tuple[str, tuple[str, ...]] | None = None  # by registry version
         self._services: tuple[tuple[int, ...], dict[str, str | None]] | None = None  # by stat
 
     async def refresh(self) -> None:
@@ -157,6 +188,36 @@ class ModelsService:
             return None
         hosted = hosted_model(model_id, nodes.hosted, self._secret_services())
         return _hosted(hosted) if hosted is not None else None
+
+    async def embedding_models(self) -> list[EmbeddingModel]:
+        """Every embedding model clients may name now: the encoder folders of
+        ``models/embeddings/``, run by the first embedding node."""
+        await self.refresh()
+        nodes = self._embedding_nodes()
+        if not nodes:
+            return []
+        out = []
+        for name in encoder_entries(self.catalogs):
+            folder = self.catalogs.find(ENCODERS, name)
+            created = int(folder.stat().st_mtime) if folder is not None else 0
+            out.append(EmbeddingModel(name, nodes[0], created))
+        return out
+
+    async def embedding_model(self, model_id: str) -> EmbeddingModel | None:
+        """The embedding model ``model_id`` names now (an encoder folder of
+        ``models/embeddings/``), or None."""
+        await self.refresh()
+        nodes = self._embedding_nodes()
+        if not nodes or model_id not in encoder_entries(self.catalogs):
+            return None
+        return EmbeddingModel(model_id, nodes[0])
+
+    def _embedding_nodes(self) -> tuple[str, ...]:
+        """The embedding nodes, kept until the registry changes (packs.lock)."""
+        registry = self._engine.registry
+        if self._embed is None or self._embed[0] != registry.version:
+            self._embed = (registry.version, embedding_nodes(registry.descriptors()))
+        return self._embed[1]
 
     def _folders(self, arch: str | None) -> tuple[str, ...]:
         """The ``llm`` folders of ``arch`` (None: a node that declares none runs them all)."""
@@ -232,4 +293,13 @@ def _hosted(m: HostedModel) -> ChatModel:
     return ChatModel(m.id, m.node, m.params(), 0, m.owned_by, m.available)
 
 
-__all__ = ("ChatModel", "ChatNodes", "ModelsService", "UnknownModel", "UnsafeName", "chat_nodes")
+__all__ = (
+    "ChatModel",
+    "ChatNodes",
+    "EmbeddingModel",
+    "ModelsService",
+    "UnknownModel",
+    "UnsafeName",
+    "chat_nodes",
+    "embedding_nodes",
+)

@@ -31,6 +31,9 @@ class Health(msgspec.Struct, frozen=True, rename="camel"):
     version: dict[str, Any] = {}
     #: Deployments: each one's replicas and where, state, load, queue and scaling decisions.
     deployments: list[Any] = []
+    #: The workers' sandbox: ``mode`` (INLINE_SANDBOX), ``active`` (workers are sandboxed),
+    #: ``problem`` (why they cannot be, here); each worker says ``sandboxed`` too.
+    sandbox: dict[str, Any] = {}
 
 
 class SystemService:
@@ -100,4 +103,5 @@ class SystemService:
             deployments=[]
             if self._deployments is None
             else msgspec.to_builtins(self._deployments.views()),
+            sandbox=await anyio.to_thread.run_sync(engine.supervisor.launchers.sandboxing.describe),
         )

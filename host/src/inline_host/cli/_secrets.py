@@ -1,5 +1,6 @@
-"""``inline secrets set|list|remove``: keys held by name, never given on the command line, each
-for one service (``--service``, inferred for well-known names)."""
+"""``inline secrets set|list|remove|grant|revoke``: keys held by name, never given on the
+command line, each for one service (``--service``, inferred for well-known names), reaching only
+the packs they are granted to."""
 
 from __future__ import annotations
 
@@ -22,7 +23,15 @@ def add_secrets_parser(subparsers: Any) -> None:
                      help="what it may be used for: hf (the Hub), anthropic, google, openai, or "
                           "the namespace of the nodes that use it; inferred for HF_*, "
                           "ANTHROPIC_*, GEMINI_*, GOOGLE_*, OPENAI_*")  # fmt: skip
-    sub.add_parser("list", help="the names of the stored secrets (never their values)")
+    put.add_argument("--grant", action="append", default=[], metavar="PACK",
+                     help="let PACK's nodes receive it (repeatable; an anthropic or google key "
+                          "is granted to the first-party hosted pack)")  # fmt: skip
+    sub.add_parser("list", help="the stored secrets: name, service, packs granted (no value)")
+    for verb, what in (("grant", "let a pack's nodes receive a secret"),
+                       ("revoke", "no longer send a secret to a pack")):  # fmt: skip
+        g = sub.add_parser(verb, help=what)
+        g.add_argument("name")
+        g.add_argument("pack")
     rm = sub.add_parser("remove", help="forget a secret")
     rm.add_argument("name")
 
@@ -38,14 +47,21 @@ def run_secrets(args: argparse.Namespace) -> int:
     store = SecretStore(Settings.from_env().data_dir)
     try:
         if args.secrets_command == "list":
-            for name in store.names():
-                print(name)
+            services, grants = store.services(), store.grants()
+            for name in sorted(services):
+                packs = ", ".join(grants.get(name, ())) or "no pack"
+                print(f"{name}  for {services[name] or 'no service'}, granted to {packs}")
+            return 0
+        if args.secrets_command in ("grant", "revoke"):
+            packs = store.grant(args.name, args.pack, revoke=args.secrets_command == "revoke")
+            print(f"{args.name}: granted to {', '.join(packs) or 'no pack'}", file=sys.stderr)
             return 0
         if args.secrets_command == "set":
             check_secret_name(args.name)
             if args.service is not None:
                 check_service(args.service)
-            service = store.set(args.name, _read_value(args.name), args.service)
+            service = store.set(args.name, _read_value(args.name), args.service,
+                                tuple(args.grant))  # fmt: skip
             if service is None:
                 print(f"stored secret '{args.name}' in {store.path}, for no service: nothing "
                       "uses it until it is set again with --service NAME (hf, anthropic, "

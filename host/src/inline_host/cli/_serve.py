@@ -54,6 +54,11 @@ def add_server_flags(p: Any) -> None:
         "does not answer within INLINE_RAY_CONNECT_TIMEOUT seconds (30) is exit 2",
     )
     p.add_argument(
+        "--no-sandbox",
+        action="store_true",
+        help="run pack workers unsandboxed (INLINE_SANDBOX=off; health says so)",
+    )
+    p.add_argument(
         "--front-end-root", type=Path, metavar="DIR", help="serve a local SPA build from DIR at /"
     )
     p.add_argument(
@@ -88,6 +93,7 @@ def apply_flags(args: argparse.Namespace, env: dict[str, str]) -> None:
         "INLINE_PARALLEL": "auto" if args.multi_gpu else None,
         "INLINE_SMART_MEMORY": "1" if args.smart_memory else None,
         "INLINE_RAY_ADDRESS": args.ray,
+        "INLINE_SANDBOX": "off" if getattr(args, "no_sandbox", False) else None,
     }
     env.update({k: v for k, v in pairs.items() if v is not None})
     env.setdefault("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True")

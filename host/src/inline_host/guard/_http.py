@@ -38,6 +38,14 @@ RAW_UPLOADS = ("/v1/assets", "/v1/import/comfyui")
 FORM_UPLOADS = {"/v1/assets": ("multipart/form-data",)}
 #: Routes answering errors in OpenAI's shape (``type`` and ``param`` too).
 OPENAI_PREFIX = "/openai/"
+#: Routes answering errors in Anthropic's shape (``{"type": "error", "error": {type, message}}``).
+ANTHROPIC_PREFIX = "/anthropic/"
+#: Anthropic's error type by status, for the refusals here.
+ANTHROPIC_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    403: "permission_error",
+}
 CHECKED = (b"host", b"origin", b"content-type", b"authorization")
 
 
@@ -85,11 +93,20 @@ class HostPolicy:
 Refusal = tuple[int, list[tuple[bytes, bytes]], bytes]
 
 
-def _refuse(path: str, status: int, code: str, message: str) -> Refusal:
+def error_body(path: str, status: int, code: str, message: str) -> bytes:
+    """The error answered on ``path``: the contract's envelope, in the shape OpenAI's or
+    Anthropic's clients parse on their routes."""
+    if path.startswith(ANTHROPIC_PREFIX):
+        kind = ANTHROPIC_TYPES.get(status, "invalid_request_error")
+        return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
     error: dict[str, Any] = {"code": code, "message": message}
     if path.startswith(OPENAI_PREFIX):  # what OpenAI's clients parse
         error |= {"type": "invalid_request_error", "param": None}
-    body = json.dumps({"error": error}).encode()
+    return json.dumps({"error": error}).encode()
+
+
+def _refuse(path: str, status: int, code: str, message: str) -> Refusal:
+    body = error_body(path, status, code, message)
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     return status, headers, body
 

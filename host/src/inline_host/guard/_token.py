@@ -1,5 +1,6 @@
 """Who may use the API: loopback only without a token, and the bearer token check on every
-HTTP request and websocket (``?token=`` there) when one is set."""
+HTTP request and websocket (``?token=`` there) when one is set. Anthropic's clients send theirs
+as ``x-api-key``, which ``/anthropic/`` routes take too."""
 
 from __future__ import annotations
 
@@ -15,9 +16,12 @@ from litestar.types import (
 )
 
 from .._settings import Settings
-from ._http import refuse
+from ._http import ANTHROPIC_PREFIX, error_body, refuse
 
-UNAUTHORIZED = b'{"error":{"code":"unauthorized","message":"A valid bearer token is required."}}'
+UNAUTHORIZED = "A valid bearer token is required."
+ANTHROPIC_UNAUTHORIZED = (
+    "A valid API key is required: send the token as x-api-key (or a bearer token)."
+)
 
 
 class InsecureBind(RuntimeError):
@@ -56,18 +60,23 @@ def token_middleware(token: str | None) -> Any:
                 for k, v in scope.get("headers", [])
             }
             given = headers.get("authorization", "").removeprefix("Bearer ").strip()
+            path: str = scope.get("path", "")
+            if not given and path.startswith(ANTHROPIC_PREFIX):
+                given = headers.get("x-api-key", "").strip()
             if not given and scope["type"] == "websocket":
                 query = scope.get("query_string", b"").decode()
                 given = next((p[6:] for p in query.split("&") if p.startswith("token=")), "")
             if hmac.compare_digest(given.encode("latin-1"), token.encode()):
                 await app(scope, receive, send)
                 return
+            said = ANTHROPIC_UNAUTHORIZED if path.startswith(ANTHROPIC_PREFIX) else UNAUTHORIZED
+            body = error_body(path, 401, "unauthorized", said)
             headers_out = [
                 (b"content-type", b"application/json"),
-                (b"content-length", str(len(UNAUTHORIZED)).encode()),
+                (b"content-length", str(len(body)).encode()),
                 (b"www-authenticate", b"Bearer"),
             ]
-            await refuse(scope, send, (401, headers_out, UNAUTHORIZED), close_code=4401)
+            await refuse(scope, send, (401, headers_out, body), close_code=4401)
 
         return middleware
 

@@ -31,7 +31,7 @@ CATEGORY_DIRS: Final = {
     "llm": "llm", "seq2seq": "llm", "diffusers": "diffusers",
     "text-encoder": "text_encoders", "vae": "vae", "diffusion-model": "diffusion_models",
     "checkpoint": "checkpoints", "lora": "loras", "controlnet": "controlnet",
-    "upscale": "upscale_models",
+    "upscale": "upscale_models", "embeddings": "embeddings",
 }  # fmt: skip
 #: Docs, example pictures and git metadata: never part of a model.
 DEFAULT_IGNORE: Final = (

@@ -12,8 +12,14 @@ such as ``api_key_secret``); the host hands a call exactly those of the node's s
 call, and nothing else. Values never reach a log, a take, an error or ``/v1/health``: only their
 names are ever shown.
 
-On disk a secret is ``"NAME": {"value": ..., "service": ...}``; a bare ``"NAME": "value"`` (the
-older form) is read with the inferred service.
+A secret reaches a pack only when the operator **granted** it to that pack (``inline secrets
+grant NAME PACK``): a call that names one its pack was not granted is refused, naming the grant
+command, and the value is not sent. Storing a key for a service the first-party ``hosted``
+pack serves (``anthropic``, ``google``) grants it to that pack.
+
+On disk a secret is ``"NAME": {"value": ..., "service": ..., "grants": [PACK, ...]}``; a bare
+``"NAME": "value"`` (the older form), or one without ``grants``, is read with the inferred
+service, granted to ``hosted`` when that pack serves the service.
 """
 
 from __future__ import annotations
@@ -27,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from .._errors import SecretNotGranted
+
 FILE_NAME: Final = "secrets.json"
 SECRET_PARAM_SUFFIX: Final = "_secret"
 #: The Hub's service name (``--token-secret``, ``tokenSecret``).
@@ -39,6 +47,9 @@ _KNOWN_PREFIXES: Final = (
     ("ANTHROPIC_", "anthropic"), ("GEMINI_", "google"), ("GOOGLE_", "google"),
     ("OPENAI_", "openai"),
 )  # fmt: skip
+#: The first-party pack that calls hosted providers, and the services its nodes are of.
+HOSTED_PACK: Final = "hosted"
+HOSTED_SERVICES: Final = frozenset({"anthropic", "google"})
 
 
 class SecretError(Exception):
@@ -78,6 +89,12 @@ class Secret:
 
     value: str = field(repr=False)
     service: str | None
+    #: The packs that may receive it.
+    grants: tuple[str, ...] = ()
+
+
+def _default_grants(service: str | None) -> tuple[str, ...]:
+    return (HOSTED_PACK,) if service in HOSTED_SERVICES else ()
 
 
 class SecretStore:
@@ -104,13 +121,18 @@ class SecretStore:
         for k, v in data.items():
             if isinstance(v, dict):
                 service = str(v["service"]) if v.get("service") else infer_service(str(k))
-                out[str(k)] = Secret(str(v.get("value", "")), service)
+                grants = v.get("grants")
+                granted = (tuple(str(g) for g in grants) if isinstance(grants, list)
+                           else _default_grants(service))  # fmt: skip
+                out[str(k)] = Secret(str(v.get("value", "")), service, granted)
             else:
-                out[str(k)] = Secret(str(v), infer_service(str(k)))
+                service = infer_service(str(k))
+                out[str(k)] = Secret(str(v), service, _default_grants(service))
         return out
 
     def _write(self, entries: Mapping[str, Secret]) -> None:
-        data = {name: {"value": s.value, "service": s.service} for name, s in entries.items()}
+        data = {name: {"value": s.value, "service": s.service, "grants": sorted(s.grants)}
+                for name, s in entries.items()}  # fmt: skip
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".secrets.", suffix=".tmp", dir=self.path.parent)
         try:
@@ -138,6 +160,22 @@ class SecretStore:
         held = self._read().get(name)
         return held.service if held is not None else None
 
+    def grants(self) -> dict[str, tuple[str, ...]]:
+        """The packs each stored secret is granted to (never their values)."""
+        return {name: held.grants for name, held in self._read().items()}
+
+    def grant(self, name: str, pack: str, *, revoke: bool = False) -> tuple[str, ...]:
+        """Let ``pack`` receive ``name`` (or no longer, ``revoke``); the packs it is granted
+        to now."""
+        data = self._read()
+        held = data.get(name)
+        if held is None:
+            raise SecretError(f"no secret named '{name}': store it first (inline secrets set)")
+        packs = set(held.grants) - {pack} if revoke else set(held.grants) | {pack}
+        data[name] = Secret(held.value, held.service, tuple(sorted(packs)))
+        self._write(data)
+        return data[name].grants
+
     def services(self) -> dict[str, str | None]:
         """The service each stored secret is for, in one read (never their values)."""
         return {name: held.service for name, held in self._read().items()}
@@ -159,16 +197,22 @@ class SecretStore:
             )
         return held.value
 
-    def set(self, name: str, value: str, service: str | None = None) -> str | None:
+    def set(
+        self, name: str, value: str, service: str | None = None, grants: tuple[str, ...] = ()
+    ) -> str | None:
         """Store (or replace) ``name`` for ``service`` (inferred from a well-known name when
-        None); the service recorded."""
+        None), granted to ``grants`` beside what it was granted before (and to the ``hosted``
+        pack for its services); the service recorded."""
         check_secret_name(name)
         if service is not None:
             check_service(service)
         if not value:
             raise SecretError(f"the value of '{name}' is empty")
         data = self._read()
-        data[name] = Secret(value, service or infer_service(name))
+        kept = data[name].grants if name in data else ()
+        chosen = service or infer_service(name)
+        packs = sorted({*kept, *grants, *_default_grants(chosen)})
+        data[name] = Secret(value, chosen, tuple(packs))
         self._write(data)
         return data[name].service
 
@@ -198,10 +242,13 @@ def node_service(node_type: str) -> str:
     return node_type.split("/", 1)[0].lower()
 
 
-def secrets_for_call(data_dir: Path, params: Mapping[str, Any], node_type: str) -> dict[str, str]:
-    """The secrets one call of ``node_type`` gets: those its params name that the store holds
-    for the node's service (one missing, or stored for another service, is left out; the
-    node's ``ctx.secret`` then names it in its error)."""
+def secrets_for_call(
+    data_dir: Path, params: Mapping[str, Any], node_type: str, pack: str
+) -> dict[str, str]:
+    """The secrets one call of ``node_type`` (of ``pack``) gets: those its params name that the
+    store holds for the node's service and grants to ``pack``. One missing, or stored for
+    another service, is left out (the node's ``ctx.secret`` then names it in its error); one
+    held for the service but not granted to the pack refuses the call (``SecretNotGranted``)."""
     names = named_secrets(params)
     if not names:
         return {}
@@ -210,9 +257,16 @@ def secrets_for_call(data_dir: Path, params: Mapping[str, Any], node_type: str) 
     except SecretError:
         return {}
     service = node_service(node_type)
-    return {n: held[n].value for n in names if n in held and held[n].service == service}
+    out: dict[str, str] = {}
+    for n in names:
+        if n not in held or held[n].service != service:
+            continue
+        if pack not in held[n].grants:
+            raise SecretNotGranted(pack, n)
+        out[n] = held[n].value
+    return out
 
 
-def secrets_reader(data_dir: Path) -> Callable[[Mapping[str, Any], str], dict[str, str]]:
+def secrets_reader(data_dir: Path) -> Callable[[Mapping[str, Any], str, str], dict[str, str]]:
     """``secrets_for_call`` over the store of ``data_dir``: what the supervisor is handed."""
-    return lambda params, node_type: secrets_for_call(data_dir, params, node_type)
+    return lambda params, node_type, pack: secrets_for_call(data_dir, params, node_type, pack)

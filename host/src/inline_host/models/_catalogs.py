@@ -16,12 +16,14 @@ from typing import Final
 import msgspec
 from inline_registry import NodeManifest
 from inline_sdk import (
+    ENCODER,
     Descriptor,
     LlmArchitecture,
     ModelStatus,
     Option,
     UnsafeName,
     check_model_name,
+    is_encoder_folder,
     is_weight_entry,
     llm_architecture,
 )
@@ -179,7 +181,26 @@ def narrow(
 ) -> Sequence[str]:
     """``names`` of ``category`` as a picker declaring ``arch`` shows them (an ``llm`` picker
     that declares none, as in packs built before the declaration, shows them all)."""
-    if category != CATEGORY or arch is None:
+    if arch is None or category not in (CATEGORY, ENCODERS):
         return names
-    fitting = set(llm_entries(catalogs, arch))
+    if category == CATEGORY:
+        fitting = set(llm_entries(catalogs, arch))
+    else:
+        fitting = set(encoder_entries(catalogs)) if arch == ENCODER else set()
     return [n for n in names if n in fitting]
+
+
+# ``models/embeddings/`` holds ComfyUI's textual-inversion files and, for embedding nodes,
+# encoder folders (transformers or sentence-transformers): a picker that declares
+# ``architecture="encoder"`` lists only those.
+ENCODERS: Final = "embeddings"
+
+
+def encoder_entries(catalogs: ModelCatalogs) -> tuple[str, ...]:
+    """The encoder folders of ``models/embeddings/`` (the SDK's ``is_encoder_folder``)."""
+    out = []
+    for name in catalogs.entries(ENCODERS):
+        folder = catalogs.find(ENCODERS, name)
+        if folder is not None and is_encoder_folder(folder):
+            out.append(name)
+    return tuple(out)

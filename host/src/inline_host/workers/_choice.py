@@ -14,18 +14,20 @@ from inline_registry import MergedRegistry
 
 from .._settings import Settings
 from ._launcher import WorkerLauncher
-from ._launchers import LocalLauncher, TcpLauncher
+from ._launchers import Confine, LocalLauncher, TcpLauncher
 from ._ray_placement import pack_demand
+from ._sandbox import Sandboxing
 
 log = logging.getLogger("inline.workers")
 
 
-def launcher_named(name: str) -> WorkerLauncher:
-    """The launcher ``INLINE_LAUNCHER`` names (``local`` or ``tcp``)."""
+def launcher_named(name: str, confine: Confine | None = None) -> WorkerLauncher:
+    """The launcher ``INLINE_LAUNCHER`` names (``local`` or ``tcp``), sandboxing each worker
+    as ``confine`` says."""
     if name == "local":
-        return LocalLauncher()
+        return LocalLauncher(confine)
     if name == "tcp":
-        return TcpLauncher()
+        return TcpLauncher(confine=confine)
     raise ValueError(f"INLINE_LAUNCHER must be 'local' or 'tcp', got {name!r}")
 
 
@@ -54,13 +56,14 @@ class Launchers:
         registry: Callable[[], MergedRegistry],
         launcher: WorkerLauncher | None = None,
     ) -> None:
+        self.sandboxing = Sandboxing(settings, registry)
         if launcher is None:
             if settings.ray_address:
                 launcher = ray_launcher(settings, registry)
             else:
-                launcher = launcher_named(settings.launcher)
+                launcher = launcher_named(settings.launcher, self.sandboxing.confinement)
         self.configured = launcher
-        self.local = LocalLauncher()
+        self.local = LocalLauncher(self.sandboxing.confinement)
         self._local_only: set[str] = set()
 
     def for_pack(self, pack: str, sdk_version: str) -> WorkerLauncher:

@@ -13,6 +13,7 @@ Each worker runs in its own process group, so stopping it also stops whatever it
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hmac
 import os
 import secrets
@@ -20,15 +21,18 @@ import select
 import signal
 import socket
 import subprocess
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.abc
-from inline_registry import worker_command, worker_env
+from inline_registry import Confinement, apply_env, confined_command, worker_command, worker_env
 
 from ._launcher import LaunchedWorker, LaunchFailed, Liveness
+
+#: What a launcher asks before it starts a worker of a pack: its sandbox, or None.
+Confine = Callable[[str, Path], Confinement | None]
 
 #: Whether ``/proc`` tells a process's state (Linux).
 _PROC = os.path.exists("/proc/self/stat")
@@ -86,8 +90,10 @@ class _ChildWorker:
         *,
         shares_memory: bool,
         launcher: str,
+        sandboxed: bool = False,
     ) -> None:
         self._proc = proc
+        self.sandboxed = sandboxed
         self.stream = stream
         self.pid: int | None = proc.pid
         self.shares_memory = shares_memory
@@ -110,7 +116,10 @@ class _ChildWorker:
             with contextlib.suppress(OSError):
                 os.close(self._pidfd)
             self._pidfd = None
-        return self._proc.returncode
+        code = self._proc.returncode
+        if self.sandboxed and code is not None and 128 < code <= 128 + 64:
+            return 128 - code  # bwrap exits 128 + N for a worker killed by signal N
+        return code
 
     def has_exited(self) -> bool:
         if self._dying():
@@ -147,7 +156,7 @@ class _ChildWorker:
                 self._proc.kill()
 
     def describe(self) -> dict[str, Any]:
-        return {"launcher": self._launcher, "pid": self.pid}
+        return {"launcher": self._launcher, "pid": self.pid, "sandboxed": self.sandboxed}
 
 
 def _pidfd(pid: int) -> int | None:
@@ -167,6 +176,19 @@ def _readable(fd: int) -> bool:
     return bool(look.poll(0))
 
 
+def _confined(
+    command: list[str], env: Mapping[str, str], confinement: Confinement | None
+) -> tuple[list[str], dict[str, str]]:
+    """The command and environment of a worker, inside its sandbox when it has one."""
+    if confinement is None:
+        return command, dict(env)
+    try:
+        inner, changes = confined_command(command, confinement)
+    except OSError as exc:  # its scratch folder cannot be made
+        raise LaunchFailed(f"cannot prepare its sandbox: {exc}") from None
+    return inner, apply_env(env, changes)
+
+
 async def _spawn(command: list[str], env: Mapping[str, str], pass_fds: tuple[int, ...] = ()) -> Any:
     return await anyio.open_process(
         command,
@@ -184,21 +206,25 @@ class LocalLauncher:
 
     name = "local"
 
+    def __init__(self, confine: Confine | None = None) -> None:
+        self.confine = confine
+
     async def launch(self, pack: str, python: Path, timeout: float) -> LaunchedWorker:
+        confinement = self.confine(pack, python) if self.confine is not None else None
         host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            proc = await _spawn(
-                worker_command(python, pack, child_end.fileno()),
-                worker_env(),
-                pass_fds=(child_end.fileno(),),
+            command, env = _confined(
+                worker_command(python, pack, child_end.fileno()), worker_env(), confinement
             )
+            proc = await _spawn(command, env, pass_fds=(child_end.fileno(),))
         except BaseException:
             host_end.close()
             raise
         finally:
             child_end.close()
         stream = await anyio.abc.SocketStream.from_socket(host_end)
-        return _ChildWorker(proc, stream, shares_memory=True, launcher=self.name)
+        return _ChildWorker(proc, stream, shares_memory=True, launcher=self.name,
+                            sandboxed=confinement is not None)  # fmt: skip
 
 
 class TcpLauncher:
@@ -210,10 +236,14 @@ class TcpLauncher:
 
     name = "tcp"
 
-    def __init__(self, host: str = "127.0.0.1") -> None:
+    def __init__(self, host: str = "127.0.0.1", confine: Confine | None = None) -> None:
         self.host = host
+        self.confine = confine
 
     async def launch(self, pack: str, python: Path, timeout: float) -> LaunchedWorker:
+        confinement = self.confine(pack, python) if self.confine is not None else None
+        if confinement is not None:  # it dials the host: it keeps the network
+            confinement = dataclasses.replace(confinement, network=True)
         secret = secrets.token_hex(32)
         multi = await anyio.create_tcp_listener(local_host=self.host, local_port=0)
         listener = multi.listeners[0]
@@ -229,7 +259,8 @@ class TcpLauncher:
                 "--pack",
                 pack,
             ]
-            proc = await _spawn(command, worker_env({SECRET_ENV: secret}))
+            command, env = _confined(command, worker_env({SECRET_ENV: secret}), confinement)
+            proc = await _spawn(command, env)
             try:
                 stream = await self._accept(listener, secret, proc, timeout)
             except BaseException:
@@ -240,7 +271,8 @@ class TcpLauncher:
                 raise
         finally:
             await multi.aclose()
-        return _ChildWorker(proc, stream, shares_memory=False, launcher=self.name)
+        return _ChildWorker(proc, stream, shares_memory=False, launcher=self.name,
+                            sandboxed=confinement is not None)  # fmt: skip
 
     async def _accept(
         self, listener: Any, secret: str, proc: anyio.abc.Process, timeout: float

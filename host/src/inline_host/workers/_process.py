@@ -80,7 +80,8 @@ from ._wire import WireValues
 
 STDERR_LINES = 40
 #: The secrets one call gets, from its params and node type (the hub's store, handed in).
-SecretsReader = Callable[[Mapping[str, Any], str], dict[str, str]]
+#: The secrets a call gets: (its params, its node type, its pack) -> name -> value.
+SecretsReader = Callable[[Mapping[str, Any], str, str], dict[str, str]]
 #: What this host understands; ``shared-memory`` only where the launcher provides it.
 HOST_CAPABILITIES = (CAP_STREAM, CAP_BROKER, CAP_CHUNKS, CAP_STATS)
 
@@ -135,6 +136,10 @@ class WorkerProcess:
         self._exited = anyio.Event()
         self._stderr_done = anyio.Event()
         self.values = WireValues(pack, generation, bulk, settings.max_output_bytes, self._send)
+
+    def _call_secrets(self, params: Mapping[str, Any], node_type: str) -> dict[str, str]:
+        """The secrets one call gets (``SecretNotGranted`` refuses it)."""
+        return self._secrets(params, node_type, self.pack) if self._secrets is not None else {}
 
     # life cycle ----------------------------------------------------------------------------
     async def start(self, python: str, tg: anyio.abc.TaskGroup) -> Welcome:
@@ -392,7 +397,9 @@ class WorkerProcess:
                     node_id=node_id,
                     params=params,
                     inputs=wire,
-                    secrets=self._secrets(params, node_type) if self._secrets is not None else {},
+                    secrets=self._secrets(params, node_type, self.pack)
+                    if self._secrets is not None
+                    else {},
                 )
             )
             self._watchdog.arm(box, timeout)

@@ -131,7 +131,9 @@ class RayWorker:
         ray_info = {k: v for k, v in self.where.items() if k != "pid"}
         if self.actor_error is not None:
             ray_info["error"] = self.actor_error
-        return {"launcher": "ray", "pid": self.pid, "ray": ray_info}
+        # a Ray actor's worker dials the host from its node: not sandboxed yet (a deployment's
+        # Serve replicas are, where their node has bubblewrap)
+        return {"launcher": "ray", "pid": self.pid, "ray": ray_info, "sandboxed": False}
 
 
 class RayLauncher:

@@ -116,8 +116,10 @@ class ServeDeployments:
         demand: Callable[[str, float], Demand],
         bulk: HostBulk,
         secrets: SecretsReader | None,
+        trust: Callable[[str], tuple[bool, bool]] = lambda _pack: (False, False),
     ) -> None:
         self.settings = settings
+        self._trust = trust
         self._join = join
         self._demand = demand
         self.bulk = bulk
@@ -163,6 +165,8 @@ class ServeDeployments:
             "max_output_bytes": self.settings.max_output_bytes,
             "profile": self.settings.profile,
             "start_timeout": self.settings.start_timeout,
+            "sandbox": self.settings.sandbox,
+            "trust": list(self._trust(pack)),  # first-party, network: its sandbox on the node
         }
         packs_dir = str(self.settings.ray_packs_dir or self.settings.packs_dir)
         options = _options(demand, low, high, scaling, concurrency)
@@ -221,7 +225,7 @@ class ServeDeployments:
             node_id=node_id,
             params=params,
             inputs=wire,
-            secrets=self._secrets(params, node_type) if self._secrets is not None else {},
+            secrets=self._secrets(params, node_type, pack) if self._secrets is not None else {},
             timeout=timeout,
             handles_of=owner,
         )

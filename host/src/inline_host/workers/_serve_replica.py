@@ -54,6 +54,7 @@ from ._broker import Broker
 from ._bulk import HostBulk
 from ._launchers import LocalLauncher
 from ._process import WorkerProcess
+from ._sandbox import Sandboxing
 
 log = logging.getLogger("inline.serve")
 #: The prefix of the multiplexed id that routes a call to the replica holding its handles.
@@ -107,14 +108,14 @@ _call_secrets: contextvars.ContextVar[dict[str, str] | None] = contextvars.Conte
 )
 
 
-def _secrets(params: Mapping[str, Any], node_type: str) -> dict[str, str]:
-    return _call_secrets.get() or {}
+def _secrets(params: Mapping[str, Any], node_type: str, pack: str) -> dict[str, str]:
+    return _call_secrets.get() or {}  # what the host granted the call, sent with it
 
 
 def replica_settings(knobs: dict[str, Any]) -> Settings:
     """The settings a replica's worker runs under: the host's dirs and call knobs."""
     base = Settings.from_env({"INLINE_DATA_DIR": str(knobs["data_dir"])})
-    return replace(base, **knobs)
+    return replace(base, **{k: v for k, v in knobs.items() if k != "trust"})
 
 
 class PackReplica:
@@ -131,13 +132,15 @@ class PackReplica:
             materialize, env_recipe, Path(packs_dir), node=f"node {self.node}"
         )
         settings = replica_settings(knobs)
+        first_party, network = knobs.get("trust") or (False, False)
+        sandbox = Sandboxing(settings, None, {self.pack: (bool(first_party), bool(network))})
         self.bulk = HostBulk()
         self.proc = WorkerProcess(
             self.pack,
             1,
             settings,
             lambda _proc: None,
-            launcher=LocalLauncher(),
+            launcher=LocalLauncher(sandbox.confinement),
             bulk=self.bulk,
             broker=Broker(profile=settings.profile),
             secrets=_secrets,

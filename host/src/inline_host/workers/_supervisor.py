@@ -348,6 +348,7 @@ class Supervisor:
                 lambda pack, gpus: pack_demand(self.registry, self.settings, pack, gpus),
                 self.bulk,
                 self._secrets,
+                self.launchers.sandboxing.trust,
             )
         return self._serve
 

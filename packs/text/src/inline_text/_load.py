@@ -5,8 +5,9 @@ architecture comes from ``config.json`` (the SDK's ``llm_architecture``, the rul
 pickers apply too), its size from the safetensors headers (never the weights). Before loading,
 the worker asks the host's broker (``ctx.memory``) where the model goes (without one, the SDK's
 ``local_placement``); the plan's device, dtype, int8 and offload are applied here. One model per
-slot (``causal``, ``seq2seq``) stays loaded until another is picked or the broker evicts it.
-Everything loads with ``local_files_only``.
+slot (``causal``, ``seq2seq``, and ``encoder`` for ``text/embed``'s ``models/embeddings/``
+folders) stays loaded until another is picked or the broker evicts it. Everything loads with
+``local_files_only``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import struct
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 from inline_sdk import LlmArchitecture as Arch
 from inline_sdk import Memory, UnsafeName, check_model_name, llm_architecture, local_placement
@@ -31,6 +32,8 @@ CATEGORY: Final = "llm"
 DTYPE_BYTES: Final = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I8": 1, "U8": 1}
 DTYPES: Final = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 log = logging.getLogger("inline.text")
+#: What one loaded model is kept as: a causal LM, a seq2seq LM, an encoder (its hidden states).
+Slot = Literal["causal", "seq2seq", "encoder"]
 
 
 class ModelNotFound(FileNotFoundError):
@@ -128,10 +131,11 @@ def _placement(memory: Memory, folder: Path, slot: str) -> tuple[str, str, str, 
     return plan.device, DTYPES.get(plan.dtype, plan.dtype), plan.quantization, plan.offload, plan
 
 
-def load(memory: Memory, folder: Path, arch: Arch) -> Loaded:
-    """The model of ``folder`` (loaded once per slot, placed where the broker says)."""
-    slot = arch
-    key = _key(folder)
+def load(memory: Memory, folder: Path, slot: Slot, weights: Path | None = None) -> Loaded:
+    """The model of ``folder`` (loaded once per slot, placed where the broker says; its
+    transformers files in ``weights``, by default the folder itself)."""
+    source = str(weights or folder)
+    key = _key(folder) + ((source,) if weights is not None else ())
     with _LOCK:
         held = _SLOTS.get(slot)
         if held is not None and held[0] == key:
@@ -143,13 +147,13 @@ def load(memory: Memory, folder: Path, arch: Arch) -> Loaded:
     device, dtype, quantization, offload, plan = _placement(memory, folder, slot)
     os.environ.setdefault("TORCHAO_FORCE_SKIP_LOADING_SO_FILES", "1")
     import torch
-    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
-    auto = AutoModelForCausalLM if arch == "causal" else AutoModelForSeq2SeqLM
+    auto = {"causal": AutoModelForCausalLM, "seq2seq": AutoModelForSeq2SeqLM}.get(slot, AutoModel)
     with _LOCK:
-        tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(source, local_files_only=True)
         model = auto.from_pretrained(
-            str(folder),
+            source,
             local_files_only=True,
             dtype=dtype if dtype == "auto" else getattr(torch, dtype),  # auto: the file's
             low_cpu_mem_usage=True,

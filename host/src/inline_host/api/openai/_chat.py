@@ -9,6 +9,7 @@ from typing import Any, Final
 import msgspec
 from inline_sdk.chat import read_completion
 
+from ...runs import RunService, RunState
 from ._schemas import (
     ChatChunk,
     ChatRequest,
@@ -137,13 +138,29 @@ def run_request(
         params["tools"] = (
             raw_tools if isinstance(raw_tools, list) else msgspec.to_builtins(req.tools)
         )
+    return chat_graph(node_type, params)
+
+
+def chat_graph(node_type: str, params: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``/v1`` run request of one call of the chat node ``node_type`` (its id ``NODE_ID``)."""
     return {
         "graph": {
             "schemaVersion": 1,
-            "nodes": [{"id": NODE_ID, "type": node_type, "params": params}],
+            "nodes": [{"id": NODE_ID, "type": node_type, "params": dict(params)}],
         },
         "target": NODE_ID,
     }
+
+
+def outputs_of(service: RunService, state: RunState) -> dict[str, str]:
+    """The text outputs of the run's ``NODE_ID`` (one take per output port), by port."""
+    out: dict[str, str] = {}
+    for take in state.takes:
+        record = service.take(take.id)
+        path = service.take_file(record) if record is not None else None
+        if record is not None and path is not None and take.node_id == NODE_ID:
+            out[record.port] = path.read_text(encoding="utf-8")
+    return out
 
 
 def tool_calls(outputs: Mapping[str, str]) -> list[ToolCall]:

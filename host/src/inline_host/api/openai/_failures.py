@@ -9,24 +9,27 @@ naming it, and any other mistake (an input refused, params the node refused) a 4
 ``invalid_input``. A hosted model's provider that kept answering 429 is a 429
 ``rate_limit_exceeded`` (its node retried already). Everything else, a node's bug or a worker
 that died, is a 500 ``run_failed``.
+``failure_kind`` is the verdict alone, which ``/anthropic`` answers in its own shape.
 Every answer for a run that ended carries ``x-should-retry: false``: a retry of the request
 attaches to this same run (``_attempts``), so OpenAI's SDKs need not wait to try again.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Final, Literal
 
 from ..._errors import MODELS_MISSING, SECRETS_MISSING, USER_MISTAKES
 from ...runs import RunService, RunState
 from ._schemas import OpenAIError
 
-__all__ = ("NO_RETRY", "RATE_LIMITED", "failure_type", "run_failed")
+__all__ = ("NO_RETRY", "RATE_LIMITED", "FailureKind", "failure_kind", "failure_type", "run_failed")
 
 #: What tells OpenAI's SDKs (Stainless) not to retry: the answer would be the same.
 NO_RETRY: Final = {"x-should-retry": "false"}
 #: Remote exception types of an upstream API that rate-limited every try (the hosted pack's).
 RATE_LIMITED: Final = frozenset({"RateLimited"})
+#: What a failed run was, as every API dialect answers it (each in its own error shape).
+FailureKind = Literal["model_missing", "secret_missing", "rate_limited", "mistake", "ours"]
 
 
 def failure_type(service: RunService, state: RunState) -> str | None:
@@ -39,12 +42,25 @@ def failure_type(service: RunService, state: RunState) -> str | None:
     return run.failure_types.get(node_id)
 
 
+def failure_kind(service: RunService, state: RunState) -> FailureKind:
+    """What ``state``, a run that ended in ``error``, was: the client's mistake (which one), or
+    ours."""
+    kind = failure_type(service, state)
+    if kind in MODELS_MISSING:
+        return "model_missing"
+    if kind in SECRETS_MISSING:
+        return "secret_missing"
+    if kind in RATE_LIMITED:
+        return "rate_limited"
+    return "mistake" if kind in USER_MISTAKES else "ours"
+
+
 def run_failed(service: RunService, state: RunState, model: str | None) -> OpenAIError:
     """The error for ``state``, a run that ended in ``error``; ``model`` as the request named
     it."""
     message = state.error.message if state.error is not None else "the run failed"
-    kind = failure_type(service, state)
-    if kind in MODELS_MISSING:
+    kind = failure_kind(service, state)
+    if kind == "model_missing":
         return OpenAIError(
             404,
             f"The model {model!r} cannot run here, its files are missing: {message}",
@@ -52,7 +68,7 @@ def run_failed(service: RunService, state: RunState, model: str | None) -> OpenA
             param="model",
             headers=NO_RETRY,
         )
-    if kind in SECRETS_MISSING:
+    if kind == "secret_missing":
         return OpenAIError(
             400,
             f"The model {model!r} needs a secret this server does not hold: {message}",
@@ -60,10 +76,10 @@ def run_failed(service: RunService, state: RunState, model: str | None) -> OpenA
             param="model",
             headers=NO_RETRY,
         )
-    if kind in RATE_LIMITED:
+    if kind == "rate_limited":
         return OpenAIError(429, message, type="requests", code="rate_limit_exceeded",
                            param="model", headers=NO_RETRY)  # fmt: skip
-    if kind in USER_MISTAKES:
+    if kind == "mistake":
         return OpenAIError(400, message, code="invalid_input", headers=NO_RETRY)
     return OpenAIError(
         500,

@@ -31,7 +31,7 @@ from litestar.response import Stream
 from ...runs import Conflict, RunService
 from .._models import ChatModel, ModelsService
 from ._attempts import Attempt, Attempts, provide_attempts, submit_once
-from ._chat import DONE, NODE_ID, Chunks, run_request, tool_calls, usage
+from ._chat import DONE, NODE_ID, Chunks, outputs_of, run_request, tool_calls, usage
 from ._failures import NO_RETRY, run_failed
 from ._listeners import Listeners, client_gone, provide_listeners, until_answered
 from ._pieces import streamed as _streamed
@@ -52,9 +52,13 @@ _decode_json = msgspec.json.Decoder()
 
 
 async def _models(models: ModelsService) -> list[ModelCard]:
-    """The causal LM folders of ``models/llm/``, then the hosted text models."""
+    """The causal LM folders of ``models/llm/``, the hosted text models, then the encoder
+    folders of ``models/embeddings/``."""
     usable = [m for m in await models.chat_models() if m.available]  # a hosted one's key stored
-    return [ModelCard(id=m.id, created=m.created, owned_by=m.owned_by) for m in usable]
+    cards = [ModelCard(id=m.id, created=m.created, owned_by=m.owned_by) for m in usable]
+    named = {c.id for c in cards}
+    encoders = [m for m in await models.embedding_models() if m.id not in named]
+    return cards + [ModelCard(id=m.id, created=m.created) for m in encoders]
 
 
 async def _parse(raw: bytes, models: ModelsService) -> tuple[ChatRequest, ChatModel]:
@@ -107,12 +111,7 @@ def _outputs(service: RunService, run_id: str, model: str) -> dict[str, str]:
         what = state.status if state is not None else "gone"
         raise OpenAIError(500, f"The completion's run {run_id} is {what}", type=kind,
                           headers=NO_RETRY)  # fmt: skip
-    out: dict[str, str] = {}
-    for take in state.takes:
-        record = service.take(take.id)
-        path = service.take_file(record) if record is not None else None
-        if record is not None and path is not None and take.node_id == NODE_ID:
-            out[record.port] = path.read_text(encoding="utf-8")
+    out = outputs_of(service, state)
     if "text" not in out:
         raise OpenAIError(500, f"The completion's outputs are gone (run {run_id})",
                           type="server_error")  # fmt: skip
@@ -131,7 +130,8 @@ class OpenAIController(Controller):
 
     @get("/models")
     async def list_models(self, models: NamedDependency[ModelsService]) -> ModelList:
-        """Every causal LM folder of ``models/llm/`` and every hosted text model."""
+        """Every causal LM folder of ``models/llm/``, every hosted text model and every encoder
+        folder of ``models/embeddings/``."""
         return ModelList(data=await _models(models))
 
     @get("/models/{model_id:str}")

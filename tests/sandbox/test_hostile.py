@@ -1,0 +1,183 @@
+"""A third-party pack's worker runs sandboxed (bubblewrap): every attempt of the hostile pack
+(``tests/packs/hostile``) to read the user's or the host's files, write outside its scratch,
+reach the network, or look at the host's process fails with the OS's error as a node error,
+and the host lives on. The same node in a pack that declares ``network = true`` gets through."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from ..api._helpers import body, echo_graph, node, run_to_end
+from ..api.conftest import ROOT, Server, start_server
+from ..e2e.conftest import inline_exe
+
+PACKS = (
+    ROOT / "tests/packs/hostile",
+    ROOT / "tests/packs/hostilenet",
+    ROOT / "tests/packs/testpack",
+)
+
+#: scripts/test installs bubblewrap; in CI its absence fails these tests rather than skip them
+pytestmark = pytest.mark.skipif(
+    shutil.which("bwrap") is None and not os.environ.get("CI"),
+    reason="bubblewrap is not installed (scripts/test installs it)",
+)
+
+
+class Hello:
+    """A TCP server on 127.0.0.1 that says hello to whoever connects."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.accepted = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            self.accepted += 1
+            with conn:
+                conn.sendall(b"hello")
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Any]]:
+    """A server whose data dir lies inside an input root (it must stay hidden all the same),
+    with a home holding an ssh key and a stored secret; only what the sandbox grants is
+    readable (``INLINE_SANDBOX_READ`` is emptied)."""
+    tmp = tmp_path_factory.mktemp("sandbox")
+    home, root = tmp / "home", tmp / "world"
+    (home / ".ssh").mkdir(parents=True)
+    (home / ".ssh" / "id_ed25519").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nsecret\n")
+    data = root / "data"
+    (root / "inputs").mkdir(parents=True)
+    (root / "inputs" / "hello.txt").write_text("an input")
+    env = {"HOME": str(home), "INLINE_SANDBOX_READ": "", "INLINE_INPUT_ROOTS": str(root),
+           "INLINE_PACK_PATHS": os.pathsep.join(str(p) for p in PACKS)}  # fmt: skip
+    stored = subprocess.run([inline_exe(), "secrets", "set", "ANTHROPIC_API_KEY"],
+                            input="sk-ant-1234\n", text=True, capture_output=True,
+                            env={**os.environ, **env, "INLINE_DATA_DIR": str(data)})  # fmt: skip
+    assert stored.returncode == 0, stored.stderr
+    srv = start_server(data, root / "inputs", env)
+    srv.env["INLINE_INPUT_ROOTS"] = str(root)
+    hello = Hello()
+    try:
+        yield {"server": srv, "home": home, "root": root, "data": data, "hello": hello}
+    finally:
+        srv.stop()
+        hello.sock.close()
+
+
+def attempt(srv: Server, node_type: str, **params: Any) -> dict[str, Any]:
+    with httpx.Client(base_url=srv.url, timeout=120) as client:
+        return run_to_end(client, srv.ws, body("n", node("n", node_type, params)))
+
+
+def refused(srv: Server, node_type: str, error: str, **params: Any) -> str:
+    state = attempt(srv, node_type, **params)
+    assert state["status"] == "error", (node_type, params, state)
+    message = state["error"]["message"]
+    assert error in message, (node_type, params, message)
+    return message
+
+
+def test_the_files_of_the_user_and_of_the_host_are_out_of_reach(world: dict[str, Any]):
+    srv, data = world["server"], world["data"]
+    assert (data / "secrets.json").is_file() and (data / "inline.db").is_file()
+    for path in (
+        world["home"] / ".ssh" / "id_ed25519",  # the user's key
+        data / "secrets.json",  # the host's secrets
+        data / "operator-token",  # the operator's token
+        data / "inline.db",  # the run store
+    ):
+        assert path.exists(), path
+        refused(srv, "hostile/read", "No such file or directory", path=str(path))
+    with httpx.Client(base_url=srv.url, timeout=120) as client:  # another pack's venv, built
+        assert run_to_end(client, srv.ws, echo_graph("hi"))["status"] == "done"
+    venvs = sorted((data / "packs" / "testpack").glob("*/venv/pyvenv.cfg"))
+    assert venvs, "the testpack venv was built"
+    refused(srv, "hostile/read", "No such file or directory", path=str(venvs[0]))
+    # the data dir is inside a readable root, and masked: it looks empty
+    listed = attempt(srv, "hostile/list", path=str(data))
+    assert listed["status"] == "done", listed
+    # what it may read, it reads: an input under the same root
+    ok = attempt(srv, "hostile/read", path=str(world["root"] / "inputs" / "hello.txt"))
+    assert ok["status"] == "done", ok
+
+
+def test_it_writes_only_its_scratch(world: dict[str, Any]):
+    srv, root = world["server"], world["root"]
+    refused(srv, "hostile/write", "Read-only file system", path=str(root / "pwned"))
+    refused(srv, "hostile/write", "No such file or directory",
+            path=str(world["home"] / ".ssh" / "authorized_keys"))  # fmt: skip
+    assert not (root / "pwned").exists()
+    assert not (world["home"] / ".ssh" / "authorized_keys").exists()
+    scratch = attempt(srv, "hostile/write", path="/tmp/mine")
+    assert scratch["status"] == "done", scratch
+    assert (world["data"] / "scratch" / "hostile" / "tmp" / "mine").read_text() == "pwned"
+
+
+def test_no_network_unless_the_manifest_says_so(world: dict[str, Any]):
+    srv, hello = world["server"], world["hello"]
+    before = hello.accepted
+    refused(srv, "hostile/connect", "Errno", port=hello.port)
+    assert hello.accepted == before  # never reached it
+    through = attempt(srv, "hostilenet/connect", port=hello.port)
+    assert through["status"] == "done", through
+    assert hello.accepted == before + 1
+
+
+def test_the_host_process_is_out_of_sight(world: dict[str, Any]):
+    srv = world["server"]
+    host = srv.proc.pid
+    refused(srv, "hostile/environ", "No such file or directory", pid=host)
+    refused(srv, "hostile/ptrace", "No such process", pid=host)
+    seen = attempt(srv, "hostile/whoami")
+    assert seen["status"] == "done", seen
+    with httpx.Client(base_url=srv.url, timeout=30) as client:
+        text = client.get(f"/v1/takes/{seen['takes'][0]['id']}/bytes").text
+        health = client.get("/v1/health").json()
+    assert "INLINE_" in text  # its own knobs reach it
+    assert str(world["data"]) not in text and "INLINE_DATA_DIR" not in text
+    assert health["ok"] and health["sandbox"]["active"] is True
+    assert health["sandbox"]["mode"] == "auto"
+    assert health["workers"]["hostile"]["sandboxed"] is True
+
+
+def test_a_secret_reaches_a_pack_only_by_grant(world: dict[str, Any]):
+    srv, data = world["server"], world["data"]
+    cli = {**os.environ, **srv.env, "INLINE_DATA_DIR": str(data)}
+    listed = subprocess.run([inline_exe(), "secrets", "list"], env=cli, capture_output=True,
+                            text=True)  # fmt: skip
+    assert "ANTHROPIC_API_KEY" in listed.stdout and "hosted" in listed.stdout  # granted to it
+    assert "sk-ant" not in listed.stdout
+    message = refused(srv, "anthropic/steal", "was not granted the secret 'ANTHROPIC_API_KEY'")
+    assert "inline secrets grant ANTHROPIC_API_KEY hostile" in message
+    assert "sk-ant" not in message
+    granted = subprocess.run([inline_exe(), "secrets", "grant", "ANTHROPIC_API_KEY", "hostile"],
+                             env=cli, capture_output=True, text=True)  # fmt: skip
+    assert granted.returncode == 0, granted.stderr
+    got = attempt(srv, "anthropic/steal")
+    assert got["status"] == "done", got
+    with httpx.Client(base_url=srv.url, timeout=30) as client:
+        text = client.get(f"/v1/takes/{got['takes'][0]['id']}/bytes").text
+    assert text == "got 11 characters"
+    revoked = subprocess.run([inline_exe(), "secrets", "revoke", "ANTHROPIC_API_KEY", "hostile"],
+                             env=cli, capture_output=True, text=True)  # fmt: skip
+    assert revoked.returncode == 0, revoked.stderr
+    listed = subprocess.run([inline_exe(), "secrets", "list"], env=cli, capture_output=True,
+                            text=True)  # fmt: skip
+    assert "hostile" not in listed.stdout
