@@ -22,6 +22,9 @@ TORCH_TESTS = (
     "tests/generate/",
     "tests/text/test_client.py",
     "tests/text/test_openai.py",
+    "tests/text/test_embed.py",
+    "tests/text/test_anthropic.py",
+    "tests/text/test_example_deploy.py",
     "tests/chaos/test_lora_hostile.py",
     "tests/chaos/test_first_use.py",
 )

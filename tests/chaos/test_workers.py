@@ -56,12 +56,29 @@ def test_cancels_a_node_ignores_stop_its_worker_and_the_next_call_gets_a_fresh_o
     assert int(proc_status(fresh["pid"])["Threads"]) <= 4
 
 
+def host_pid(seen: int, worker_pid: int) -> int:
+    """The host's pid of the process of the worker's PID namespace that saw itself as ``seen``
+    (the last of its ``NSpid``: inside the sandbox's namespace its own, else the same)."""
+    space = os.readlink(f"/proc/{worker_pid}/ns/pid")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            same = os.readlink(entry / "ns" / "pid") == space
+            if same and int(proc_status(int(entry.name))["NSpid"].split()[-1]) == seen:
+                return int(entry.name)
+        except (OSError, KeyError):
+            continue
+    raise AssertionError(f"no process {seen} in the worker's PID namespace")
+
+
 def test_a_killed_workers_grandchildren_die_with_it(host, client):
     state = finish(client, host.ws, one("chaos/grandchild", {"nonce": time.time_ns()}))
     assert state["status"] == "done", state
-    child = int(client.get(f"/v1/takes/{state['takes'][0]['id']}/bytes").text)
+    pid = worker(client, "chaospack")["pid"]
+    child = host_pid(int(client.get(f"/v1/takes/{state['takes'][0]['id']}/bytes").text), pid)
     assert not gone(child)
-    os.kill(worker(client, "chaospack")["pid"], signal.SIGKILL)
+    os.kill(pid, signal.SIGKILL)
     wait_for(lambda: gone(child), f"grandchild {child} outlived its worker")
 
 

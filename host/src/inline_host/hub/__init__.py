@@ -31,7 +31,7 @@ from ._hf import (
 )
 from ._hosted import HostedModel, HostedNode, hosted_model, hosted_text_models
 from ._import import pending, run_import, stage_dir
-from ._job import die_with_parent, exit_at_end_of
+from ._job import die_with_parent, exit_at_end_of, read_job
 from ._plain import (
     check_url,
     claim_stage,
@@ -103,6 +103,7 @@ __all__ = (
     "ImportSources",
     "die_with_parent",
     "exit_at_end_of",
+    "read_job",
     "Fetch",
     "HostedModel",
     "HostedNode",

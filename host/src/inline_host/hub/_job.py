@@ -97,14 +97,22 @@ def _say(event: dict[str, Any]) -> None:
     sys.stdout.flush()
 
 
-def main(argv: list[str]) -> int:
+def read_job(argv: list[str]) -> dict[str, Any] | None:
+    """A download child's start: die with the host (its pid in ``argv``), read the job line
+    from stdin, then exit when stdin ends; the job, or None when the host went away first."""
     if argv:
         die_with_parent(int(argv[0]))
     line = sys.stdin.buffer.readline()
     if not line:
-        return ORPHANED  # the host went away before it sent the job
+        return None  # the host went away before it sent the job
     exit_at_end_of(sys.stdin.fileno())
-    doc = json.loads(line)
+    return json.loads(line)
+
+
+def main(argv: list[str]) -> int:
+    doc = read_job(argv)
+    if doc is None:
+        return ORPHANED
     models_dir = Path(doc["modelsDir"])
     fetches = [Fetch(d["label"], d["repo"], d["path"], d["revision"], Path(d["dest"]), d["size"],
                      d.get("sha256")) for d in doc["fetches"]]  # fmt: skip

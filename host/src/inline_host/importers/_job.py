@@ -6,7 +6,7 @@ of JSON: ``{"source", "task", "modelsDir"}``) and writes the Hub job's events, o
 each: ``{"event": "start"|"done", "index": i}`` (``i`` a file of ``importer.files()``), then
 ``{"event": "finished", "dest": ...}`` or ``{"event": "error", "message": ...}``.
 
-It dies with the host as the Hub's job does (``hub.die_with_parent``, ``hub.exit_at_end_of``);
+It dies with the host as the Hub's job does (``hub.read_job``);
 what it staged stays, so the next download of the source resumes it. Its settings are the
 host's environment (``INLINE_*``, inherited), but for the models dir, which the job names.
 """
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Any, Final
 
-from ..hub import HubError, die_with_parent, disk_problem, exit_at_end_of
+from ..hub import HubError, disk_problem, read_job
 from ._base import FileProgress
 from ._plugins import importer_for
 
@@ -54,13 +54,9 @@ class FileEvents:
 
 
 def main(argv: list[str]) -> int:
-    if argv:
-        die_with_parent(int(argv[0]))
-    line = sys.stdin.buffer.readline()
-    if not line:
+    doc = read_job(argv)
+    if doc is None:
         return ORPHANED  # the host went away before it sent the job
-    exit_at_end_of(sys.stdin.fileno())
-    doc = json.loads(line)
     models_dir = Path(doc["modelsDir"])
     events = FileEvents()
     try:

@@ -207,7 +207,9 @@ class DeploymentService:
             if model is not None and not self._offers(node, model):
                 raise DeploymentError(f"Node {node} offers no model '{model}'.")
             return node, model
-        offering = [d.type for d in self.engine.descriptors() if self._offers(d.type, node)]
+        offering = [  # a hidden node (a helper of the API routes) is never the one meant
+            d.type for d in self.engine.descriptors() if not d.hidden and self._offers(d.type, node)
+        ]
         if len(offering) == 1 and model is None:
             return offering[0], node
         if len(offering) > 1:

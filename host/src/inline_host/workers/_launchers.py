@@ -91,15 +91,18 @@ class _ChildWorker:
         shares_memory: bool,
         launcher: str,
         sandboxed: bool = False,
+        inner: int | None = None,
     ) -> None:
         self._proc = proc
         self.sandboxed = sandboxed
         self.stream = stream
-        self.pid: int | None = proc.pid
+        #: the worker's own process: inside a sandbox, bwrap's descendant (what it runs)
+        self.pid: int | None = inner or proc.pid
+        self._inner = inner
         self.shares_memory = shares_memory
         self._launcher = launcher
-        self._stat = _ProcStat(proc.pid) if _PROC else None
-        self._pidfd = _pidfd(proc.pid)
+        self._stat = _ProcStat(self.pid) if _PROC else None
+        self._pidfd = _pidfd(self.pid)
 
     def stderr(self) -> AsyncIterator[bytes] | None:
         return aiter(self._proc.stderr) if self._proc.stderr is not None else None
@@ -148,6 +151,9 @@ class _ChildWorker:
         return seen is not None
 
     def kill(self) -> None:
+        if self._inner is not None:  # the sandbox's own: its namespace dies with it
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(self._inner, signal.SIGKILL)
         # the worker leads its own process group: take its children down with it
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(self._proc.pid, signal.SIGKILL)
@@ -157,6 +163,43 @@ class _ChildWorker:
 
     def describe(self) -> dict[str, Any]:
         return {"launcher": self._launcher, "pid": self.pid, "sandboxed": self.sandboxed}
+
+
+def _worker_below(pid: int) -> int | None:
+    """The process bwrap ``pid`` runs (its descendant running ``inline_sdk.worker``), once it
+    has started; None before."""
+    todo, seen = [pid], set()
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children") as fh:
+                    todo += [int(c) for c in fh.read().split()]
+            if p != pid:
+                with open(f"/proc/{p}/cmdline", "rb") as fh:
+                    argv = fh.read().split(b"\0")
+                if b"inline_sdk.worker" in argv and not argv[0].endswith(b"bwrap"):
+                    return p
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+async def _sandboxed_worker(proc: anyio.abc.Process, timeout: float) -> int | None:
+    """The pid of the worker inside the sandbox bwrap ``proc`` set up: looked for until it has
+    started (a few ms), or ``proc`` ended, or ``timeout``."""
+    if not _PROC:
+        return None
+    with anyio.move_on_after(timeout):
+        while proc.returncode is None:
+            found = _worker_below(proc.pid)
+            if found is not None:
+                return found
+            await anyio.sleep(0.002)  # polling /proc for a process still being exec'd
+    return None
 
 
 def _pidfd(pid: int) -> int | None:
@@ -223,8 +266,9 @@ class LocalLauncher:
         finally:
             child_end.close()
         stream = await anyio.abc.SocketStream.from_socket(host_end)
+        inner = await _sandboxed_worker(proc, timeout) if confinement is not None else None
         return _ChildWorker(proc, stream, shares_memory=True, launcher=self.name,
-                            sandboxed=confinement is not None)  # fmt: skip
+                            sandboxed=confinement is not None, inner=inner)  # fmt: skip
 
 
 class TcpLauncher:
@@ -271,8 +315,9 @@ class TcpLauncher:
                 raise
         finally:
             await multi.aclose()
+        inner = await _sandboxed_worker(proc, timeout) if confinement is not None else None
         return _ChildWorker(proc, stream, shares_memory=False, launcher=self.name,
-                            sandboxed=confinement is not None)  # fmt: skip
+                            sandboxed=confinement is not None, inner=inner)  # fmt: skip
 
     async def _accept(
         self, listener: Any, secret: str, proc: anyio.abc.Process, timeout: float

@@ -165,7 +165,10 @@ class ServeDeployments:
             "max_output_bytes": self.settings.max_output_bytes,
             "profile": self.settings.profile,
             "start_timeout": self.settings.start_timeout,
-            "sandbox": self.settings.sandbox,
+            # not yet: a sandboxed replica's worker did not come up in tests/ray/test_serve.py
+            # (issue 25 item 4 stays open); the replica reports sandboxed: false
+            "sandbox": "off",
+            "sandbox_read": self.settings.sandbox_read,
             "trust": list(self._trust(pack)),  # first-party, network: its sandbox on the node
         }
         packs_dir = str(self.settings.ray_packs_dir or self.settings.packs_dir)
