@@ -19,6 +19,7 @@ from ._estimate import count_header, count_remote, estimate_folder, estimate_pla
 from ._estimate import summarize as estimate_of
 from ._hf import (
     CATEGORY_DIRS,
+    WEIGHT_SUFFIXES,
     HubError,
     HubSource,
     ImportPlan,
@@ -30,7 +31,7 @@ from ._hf import (
     resolve_token,
 )
 from ._hosted import HostedModel, HostedNode, hosted_model, hosted_text_models
-from ._import import pending, run_import, stage_dir
+from ._import import SOURCE_FILE, pending, run_import, stage_dir
 from ._job import die_with_parent, exit_at_end_of, read_job
 from ._plain import (
     check_url,
@@ -67,6 +68,8 @@ from ._secrets import (
 from ._transfer import disk_problem, release_staging
 
 __all__ = (
+    "SOURCE_FILE",
+    "WEIGHT_SUFFIXES",
     "WeightCount",
     "HubSource",
     "ImportPlan",

@@ -17,13 +17,18 @@ from typing import Any, Final
 
 import msgspec
 
-from ..hub import CATEGORY_DIRS, STAGING, CardError, read_card
+from ..hub import (
+    CATEGORY_DIRS,
+    SOURCE_FILE,
+    STAGING,
+    WEIGHT_SUFFIXES,
+    CardError,
+    read_card,
+)
 from ._base import IMPORTS
 
 #: The category folders, each once, with the category a folder's model has by default.
 FOLDERS: Final = {folder: category for category, folder in reversed(CATEGORY_DIRS.items())}
-WEIGHTS: Final = (".safetensors", ".bin", ".pt", ".pth", ".ckpt", ".gguf")
-SOURCE_FILE: Final = ".inline-source.json"
 
 
 class ModelNotFound(LookupError):
@@ -60,8 +65,8 @@ def _size(path: Path) -> int:
 
 def _has_weights(path: Path) -> bool:
     if path.is_file():
-        return path.name.endswith(WEIGHTS)
-    return any(f.endswith(WEIGHTS) for _, _, files in os.walk(path) for f in files)
+        return path.name.endswith(WEIGHT_SUFFIXES)
+    return any(f.endswith(WEIGHT_SUFFIXES) for _, _, files in os.walk(path) for f in files)
 
 
 def _source(path: Path, card: dict[str, Any]) -> str | None:
@@ -102,7 +107,8 @@ def list_local(models_dir: Path) -> list[LocalModel]:
         if not base.is_dir():
             continue
         for entry in sorted(base.iterdir(), key=lambda p: p.name):
-            if entry.name.startswith(".") or not (entry.is_dir() or entry.name.endswith(WEIGHTS)):
+            model = entry.is_dir() or entry.name.endswith(WEIGHT_SUFFIXES)
+            if entry.name.startswith(".") or not model:
                 continue
             out.append(describe_local(models_dir, folder, entry, with_card=False))
     return out

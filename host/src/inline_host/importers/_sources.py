@@ -15,6 +15,7 @@ from ..hub import (
     ImportPlan,
     SourceError,
     WeightCount,
+    card_after_import,
     check_url,
     copy_resume,
     count_remote,
@@ -190,8 +191,6 @@ class FileImporter(Importer):
     def fetch(self, progress: Progress | None = None) -> Path:
         self.check()
         if same_place(self.path, self.dest):
-            from ..hub import card_after_import
-
             card_after_import(self.dest, self.source, None, self.category, self.task)
             return self.dest
         return super().fetch(progress)
