@@ -19,30 +19,29 @@ from .conftest import free_port, start_server
 def test_kill9_with_five_runs_in_flight_then_all_finish_after_restart(tmp_path):
     data, inputs = tmp_path / "data", tmp_path / "inputs"
     inputs.mkdir()
+    gate = tmp_path / "gate"
     server = start_server(data, inputs)
+
+    def held(words: int) -> dict:  # streams one word, then holds until the gate file appears
+        return node("s", "testpack/stream", {"words": words, "hold_after": 1, "gate": str(gate)})
+
     try:
         with server.client() as c:
-            ids = []
-            # a run that blocks the queue, behind it four more (one produces a take first)
-            ids.append(
-                c.post(
-                    "/v1/runs",
-                    json=body(
-                        "e",
-                        node("b", "testpack/blob", {"mib": 1}),
-                        node("w", "testpack/wait", {"seconds": 3}),
-                        node("e", "text/join", {}, a=("w", "text"), b=("w", "text")),
-                    ),
-                ).json()["runId"]
+            # one run makes a take first and then holds; four more hold too
+            first = body(
+                "e",
+                node("a", "testpack/stream", {"words": 2}),
+                held(3),
+                node("e", "text/join", {}, a=("a", "text"), b=("s", "text")),
             )
+            ids = [c.post("/v1/runs", json=first).json()["runId"]]
             for i in range(4):
-                ids.append(c.post("/v1/runs", json=echo_graph(f"run {i}")).json()["runId"])
-            with connect(f"{server.ws}/v1/runs/{ids[0]}/events") as ws:
-                while json.loads(ws.recv(timeout=60))["type"] != "progress":
-                    pass
+                ids.append(c.post("/v1/runs", json=body("s", held(2 + i))).json()["runId"])
+            wait_node_done(server.ws, ids[0], "a")
             statuses = {c.get(f"/v1/runs/{i}").json()["status"] for i in ids}
             assert statuses <= {"queued", "running"}
         server.kill9()
+        gate.write_text("open")
         server = start_server(data, inputs)
         with server.client() as c:
             for run_id in ids:

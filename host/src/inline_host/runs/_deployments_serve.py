@@ -54,6 +54,8 @@ async def look(engine: Engine, live: Live) -> None:
     if served is None or served.handle is None:
         return
     count = sum(1 for r in served.replicas if r.state == "ready")
+    if count < live.spec.min:
+        return  # replicas starting or being replaced: Serve did not decide that
     if live.served_count is not None and count != live.served_count:
         live.decisions.append(
             Decision(at=now_ms(), replicas_from=live.served_count, replicas_to=count,
