@@ -1,13 +1,15 @@
-"""One image split across GPUs: the runtime's xfuser worker group vs one GPU (prepared for a
-machine with 2 or more GPUs; not run here).
+"""One image split across GPUs: the runtime's worker group vs one GPU (prepared for a machine
+with 2 or more GPUs; not run here).
 
-``python bench/gpu_parallel.py [ulysses=2|ring=2|ulysses=2,ring=2]`` on a CUDA machine with
-xfuser installed in the same environment (nothing is downloaded): the real Z-Image transformer
-with random bf16 weights (``gpu_zimage.build``) is saved as a diffusers component folder, the
-``ParallelDenoiser`` starts a torchrun group over the first GPUs (one rank per GPU, the sequence
-split by xfuser), and 1024x1024, 8 steps is timed against the local loop on GPU 0. Prints and
-writes bench/results/gpu_parallel.json: ``denoise_ratio`` (one GPU over the group),
-``max_abs_diff`` (pixels, group vs one GPU, same seed), whether xfuser split it.
+``python bench/gpu_parallel.py [ulysses=2|ring=2|ulysses=2,ring=2]`` on a CUDA machine (nothing
+is downloaded): the real Z-Image transformer with random bf16 weights (``gpu_zimage.build``) is
+saved as a diffusers component folder, the ``ParallelDenoiser`` starts a torchrun group over the
+first GPUs (one rank per GPU on NCCL; the sequence split by diffusers' Ulysses / ring attention,
+``runtime._ulysses``, or by xfuser where the primitives pack's ``parallel`` extra is installed),
+and 1024x1024, 8 steps is timed against the local loop on GPU 0. Prints and writes
+bench/results/gpu_parallel.json: ``speedup`` (one GPU over the group), ``max_abs_diff`` (pixels,
+group vs one GPU, same seed), ``split`` (each rank's attention saw 1/N of the tokens) and what
+split it (``parallel.splitBy``).
 """
 
 from __future__ import annotations
@@ -86,7 +88,9 @@ def main() -> None:
     figures = {
         "gpus": [torch.cuda.get_device_name(i) for i in range(world)],
         "plan": plan,
+        "speedup": round(med(one) / med(split), 3),
         "denoise_ratio": round(med(one) / med(split), 3),
+        "split": bool(group.last.get("split")),
         "max_abs_diff": int(np.abs(pa.astype(int) - pb.astype(int)).max()),
         "one_gpu_s": round(med(one), 4),
         "group_s": round(med(split), 4),

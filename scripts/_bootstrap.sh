@@ -18,7 +18,14 @@ if [ -z "${UV_FIND_LINKS:-}" ] && [ -n "${PIP_FIND_LINKS:-}" ]; then
   export UV_FIND_LINKS="$PIP_FIND_LINKS"
 fi
 export INLINE_CONSTRAINTS="${INLINE_CONSTRAINTS:-$ROOT/constraints/platform.txt}"
-"${UV[@]}" sync --frozen --all-extras --quiet
+# The server's venv gets no dev tools (pytest, ruff, pyright, schemathesis...): scripts/run sets
+# INLINE_SYNC=serve and syncs without the dev group, keeping what a test run added (--inexact);
+# scripts/test syncs everything, exactly.
+if [ "${INLINE_SYNC:-all}" = "serve" ]; then
+  "${UV[@]}" sync --frozen --all-extras --no-dev --inexact --quiet
+else
+  "${UV[@]}" sync --frozen --all-extras --quiet
+fi
 # Pack workers run in a bubblewrap sandbox: install it where apt can (as root). Without it the
 # first-party packs run unsandboxed (the server says so) and third-party ones are refused.
 if ! command -v bwrap >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 \

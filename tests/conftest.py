@@ -27,6 +27,8 @@ TORCH_TESTS = (
     "tests/text/test_example_deploy.py",
     "tests/chaos/test_lora_hostile.py",
     "tests/chaos/test_first_use.py",
+    "tests/newcomer/test_demo_models.py",
+    "tests/newcomer/test_examples.py",
 )
 #: Where the tests that start Ray clusters live.
 RAY_TESTS = ("tests/ray/",)

@@ -205,6 +205,13 @@ def test_6_live_queue(client, server):
             (ids[2], "queued", 1),
         ]
         assert set(mine[0]) == {"runId", "status", "target", "fraction", "queuePosition"}
+        # ours: with a filter, newest first (the live ones with their live state)
+        filtered = client.get("/v1/runs", params={"status": "queued,running"}).json()["runs"]
+        assert [(r["runId"], r["status"], r["queuePosition"]) for r in filtered[:3]] == [
+            (ids[2], "queued", 1),
+            (ids[1], "queued", 0),
+            (ids[0], "running", None),
+        ]
         # cancelling a queued run settles it at once; the running one stops at its next check
         assert client.delete(f"/v1/runs/{ids[1]}").json() == {
             "runId": ids[1],
@@ -216,6 +223,22 @@ def test_6_live_queue(client, server):
     assert client.get(f"/v1/runs/{ids[2]}").json()["status"] == "done"
     assert all(r["runId"] not in ids for r in client.get("/v1/runs").json()["runs"])
     assert client.get(f"/v1/runs/{ids[0]}").json()["status"] == "cancelled"
+    # ours: finished runs too, by status=, newest first, at most limit=
+    newest = client.get("/v1/runs", params={"limit": 3}).json()["runs"]
+    assert [(r["runId"], r["status"]) for r in newest] == [
+        (ids[2], "done"),
+        (ids[1], "cancelled"),
+        (ids[0], "cancelled"),
+    ]
+    assert newest[0]["fraction"] == 1.0 and newest[0]["queuePosition"] is None
+    cancelled = client.get("/v1/runs", params={"status": "cancelled", "limit": 1000}).json()
+    assert {ids[0], ids[1]} <= {r["runId"] for r in cancelled["runs"]}
+    assert ids[2] not in {r["runId"] for r in cancelled["runs"]}
+    assert all(r["status"] == "cancelled" for r in cancelled["runs"])
+    for bad, named in ({"state": "done"}, "'state'"), ({"status": "finished"}, "'finished'"):
+        r = client.get("/v1/runs", params=bad)
+        assert r.status_code == 400 and named in r.json()["error"]["message"], r.text
+    assert client.get("/v1/runs", params={"limit": 0}).status_code in (400, 422)
 
 
 # 7. the events websocket -----------------------------------------------------------------------
@@ -250,8 +273,12 @@ def test_8_takes(client, server, inputs, red_png):
     first = run_to_end(client, server.ws, doc)
     assert first["status"] == "done", first
     (take,) = first["takes"]
-    assert list(take) == ["id", "runId", "nodeId", "kind", "uri", "hash", "params", "createdAt"]
-    assert take["kind"] == "image" and take["nodeId"] == "thumb"
+    # the contract's fields in its order, then ours: the output port and where the bytes are
+    contract = ["id", "runId", "nodeId", "kind", "uri", "hash", "params", "createdAt"]
+    assert list(take) == [*contract, "output", "url"]
+    assert take["kind"] == "image" and take["nodeId"] == "thumb" and take["output"] == "image"
+    assert take["url"] == f"/v1/takes/{take['id']}/bytes"
+    assert client.get(take["url"]).content == client.get(f"/v1/takes/{take['id']}/bytes").content
     assert take["params"]["width"] == 40
     data = client.get(f"/v1/takes/{take['id']}/bytes")
     assert data.headers["content-type"] == "image/png" and data.headers["accept-ranges"] == "bytes"

@@ -15,6 +15,8 @@ from ._helpers import block_queue, body, echo_graph, node
 
 T = json.loads((Path(__file__).parents[1] / "data" / "contract_transcripts.json").read_text())
 OPTIONAL = {"etaMs"}  # progress fields the reference's runners may omit
+#: Our additions to a take, after the contract's fields (issue 26): its output port, its URL.
+TAKE_ADDITIONS = ("output", "url")
 
 
 def shape(value: Any) -> Any:
@@ -32,12 +34,32 @@ def shape(value: Any) -> Any:
 
 def same_shape(ours: Any, reference: Any, *, params_free: bool = True) -> None:
     a, b = shape(ours), shape(reference)
+    _drop_take_additions(a)
     if params_free:  # take params are runner-defined
         _drop_params(a)
         _drop_params(b)
     assert a == b, f"\nours:      {a}\nreference: {b}"
     if isinstance(ours, dict):
-        assert [k for k in ours if k not in OPTIONAL] == [k for k in reference if k not in OPTIONAL]
+        ours_keys = [k for k in ours if k not in OPTIONAL]
+        if "uri" in ours and "createdAt" in ours:  # a take: our additions come last
+            assert ours_keys[-len(TAKE_ADDITIONS) :] == list(TAKE_ADDITIONS), ours_keys
+            ours_keys = ours_keys[: -len(TAKE_ADDITIONS)]
+        assert ours_keys == [k for k in reference if k not in OPTIONAL]
+
+
+def _drop_take_additions(s: Any) -> None:
+    """Our additions to each take, checked to come last (after ``createdAt``), then dropped."""
+    if isinstance(s, dict):
+        if "uri" in s and "createdAt" in s:
+            keys = list(s)
+            assert keys[-len(TAKE_ADDITIONS) :] == list(TAKE_ADDITIONS), keys
+            for k in TAKE_ADDITIONS:
+                s.pop(k)
+        for v in s.values():
+            _drop_take_additions(v)
+    elif isinstance(s, list):
+        for v in s:
+            _drop_take_additions(v)
 
 
 def _drop_params(s: Any) -> None:

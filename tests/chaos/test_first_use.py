@@ -140,6 +140,76 @@ def test_fifty_submits_meet_a_venv_built_lazily_and_none_fails(fresh_server: Ser
     assert "Traceback" not in log, log[-3000:]
 
 
+def test_a_reader_sees_the_venv_being_prepared_not_silence(
+    fresh_server: Server, tmp_path: Path
+) -> None:
+    """Issue 26 item 3: while a pack's venv is built on first use, the node's progress says so
+    (phase ``preparing``). The stream node holds on a gate until the reader is subscribed, so
+    the join node's first call, which builds the basics venv, comes after."""
+    from websockets.sync.client import connect
+
+    gate = tmp_path / "subscribed"
+    held = {"words": 1, "hold_after": 0, "gate": str(gate)}
+    doc = {
+        "graph": {
+            "schemaVersion": 1,
+            "nodes": [
+                {"id": "s", "type": "testpack/stream", "params": held},
+                {"id": "j", "type": "text/join", "inputs": {
+                    "a": {"from": "s", "output": "text"}, "b": {"from": "s", "output": "text"}}},
+            ],
+        },
+        "target": "j",
+    }  # fmt: skip
+    with fresh_server.client() as c:
+        run_id = c.post("/v1/runs", json=doc).json()["runId"]
+    seen: list[dict[str, Any]] = []
+    with connect(f"{fresh_server.ws}/v1/runs/{run_id}/events", open_timeout=30) as ws:
+        assert json.loads(ws.recv(timeout=60))["type"] == "snapshot"
+        gate.write_text("open")
+        while not seen or seen[-1]["type"] not in ("run_done", "error", "cancelled"):
+            seen.append(json.loads(ws.recv(timeout=300)))
+    assert seen[-1]["type"] == "run_done", seen[-1]
+    preparing = [m for m in seen if m["type"] == "progress" and m["phase"] == "preparing"]
+    assert [m["nodeId"] for m in preparing] == ["j"], seen
+    assert "Preparing the venv of pack 'basics' (first use" in preparing[0]["status"]
+    done = next(i for i, m in enumerate(seen) if m["type"] == "node_done" and m["nodeId"] == "j")
+    assert seen.index(preparing[0]) < done
+
+
+def test_missing_model_folders_fail_at_submit_before_any_venv_is_built(
+    fresh_server: Server,
+) -> None:
+    """Issue 26 item 3: a graph naming model folders that are not installed is a 422 naming
+    every one, with the command that fetches it, before the text pack's torch venv is built."""
+    doc = {
+        "graph": {
+            "schemaVersion": 1,
+            "nodes": [
+                {"id": "p", "type": "input/text", "params": {"text": "hi"}},
+                {"id": "c", "type": "text/complete", "params": {"model": "nope"},
+                 "inputs": {"prompt": {"from": "p", "output": "text"}}},
+                {"id": "r", "type": "text/rewrite", "params": {"model": "gone"},
+                 "inputs": {"text": {"from": "c", "output": "text"}}},
+            ],
+        },
+        "target": "r",
+    }  # fmt: skip
+    with fresh_server.client() as c:
+        r = c.post("/v1/runs", json=doc)
+    assert r.status_code == 422, r.text
+    errors = r.json()["error"]["errors"]
+    assert [(e["nodeId"], e["path"]) for e in errors] == [
+        ("c", "$.graph.nodes[1].params.model"),
+        ("r", "$.graph.nodes[2].params.model"),
+    ]
+    models = fresh_server.data_dir / "models" / "llm"
+    for e, name in zip(errors, ("nope", "gone"), strict=True):
+        assert f"model '{name}' is not in {models}" in e["message"], e
+        assert f"inline models import hf:ORG/NAME --as {name}" in e["message"], e
+    assert "Preparing the venv of pack 'text'" not in fresh_server.log.read_text()
+
+
 @pytest.fixture(scope="module")
 def built_packs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A packs dir whose venvs the first CLI try builds (its first use); later fresh data dirs

@@ -30,7 +30,8 @@ from inline_host.runs._views import NodeFailure, NodeState, RunError, RunState, 
 
 TAKE = Take(id="take_0123456789ab", run_id="run_0123456789ab", node_id="n", kind="image",
             uri="takes/take_0123456789ab.png", hash="sha256-00", params={"seed": 7},
-            created_at=1700000000000)  # fmt: skip
+            created_at=1700000000000, output="image",
+            url="/v1/takes/take_0123456789ab/bytes")  # fmt: skip
 FAILURES = (NodeFailure("a", "A"), NodeFailure("b", "B"))
 NODE = NodeState(state="running", fraction=0.5, phase="sample", step=2, step_count=4,
                  status="Step 2/4", partial={"text": "Hel"}, error="why")  # fmt: skip
@@ -99,7 +100,7 @@ def test_every_event_type_is_sampled() -> None:
             '{"type":"node_done","runId":"r","nodeId":"n","cached":false,"takes":[{"id":'
             '"take_0123456789ab","runId":"run_0123456789ab","nodeId":"n","kind":"image","uri":'
             '"takes/take_0123456789ab.png","hash":"sha256-00","params":{"seed":7},'
-            '"createdAt":1700000000000}]}',
+            '"createdAt":1700000000000,"output":"image","url":"/v1/takes/take_0123456789ab/bytes"}]}',
         ),
         (
             NodeErrorEvent(run_id="r", node_id="n", message="boom"),

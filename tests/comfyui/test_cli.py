@@ -24,7 +24,8 @@ def test_a_fully_mapped_workflow_exits_0(tmp_path: Path, capsys: pytest.CaptureF
     )
     assert code == 0
     doc = json.loads(out.read_text())
-    assert set(doc) == {"graph", "target"} and doc["target"] == "8"
+    assert set(doc) == {"graph", "target", "outputNames"} and doc["target"] == "8"
+    assert doc["outputNames"] == {"8": "ComfyUI"}  # its SaveImage's filename_prefix
     printed = capsys.readouterr().out
     assert "every executed node mapped" in printed and "KSampler" in printed
 
@@ -34,9 +35,55 @@ def test_unmapped_nodes_exit_3_and_still_write(tmp_path: Path, capsys: pytest.Ca
     code = main(["import", "comfyui", str(DATA / name), "--json"])
     assert code == 3
     printed = json.loads(capsys.readouterr().out)
-    assert set(printed) == {"graph", "target", "report"}
+    assert (
+        {"graph", "target", "report"}
+        <= set(printed)
+        <= {"graph", "target", "report", "outputNames"}
+    )
     assert "IPAdapter" in {u["classType"] for u in printed["report"]["unmapped"]}
     assert (tmp_path / "sd15_ipadapter_simple_custom_nodes.inline.json").is_file()
+
+
+def test_run_stops_at_the_report_of_an_incomplete_import(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    name = "community/sd15_ipadapter_simple_custom_nodes.ui.json"
+    code = main(["import", "comfyui", str(DATA / name), "--run", "--outputs", str(tmp_path / "o")])
+    assert code == 3
+    captured = capsys.readouterr()
+    assert "IPAdapter" in captured.out  # the report, then why nothing ran
+    graph = "sd15_ipadapter_simple_custom_nodes.inline.json"
+    assert captured.err.strip() == (
+        f"not running: the import is incomplete (see the report above); edit {graph} or map the "
+        f"missing nodes, then run it with: inline run {graph}"
+    )
+    assert not (tmp_path / "o").exists()  # nothing ran, no venv was built for it
+
+
+def test_outputs_are_named_after_the_save_image_prefix(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    """A request's ``outputNames`` (what the importer writes from ``SaveImage``) names the
+    target's files as ComfyUI does: numbered, never overwritten, subfolders kept, never
+    outside ``--out``."""
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    doc = json.loads((examples / "basics.json").read_text())
+    (tmp_path / "assets").mkdir()
+    (tmp_path / "assets" / "sunrise.png").write_bytes(
+        (examples / "assets" / "sunrise.png").read_bytes()
+    )
+    doc["outputNames"] = {"thumb": "../shots/sunrise"}
+    graph = tmp_path / "named.json"
+    graph.write_text(json.dumps(doc))
+    out = tmp_path / "out"
+    for n in (1, 2):
+        assert main(["run", str(graph), "--out", str(out)]) == 0, capsys.readouterr().err
+        printed = capsys.readouterr().out.strip()
+        assert printed == str(out / "shots" / f"sunrise_{n:05}_.png")
+    assert sorted(p.name for p in (out / "shots").iterdir()) == [
+        "sunrise_00001_.png",
+        "sunrise_00002_.png",
+    ]
 
 
 def test_one_click(tmp_path: Path):

@@ -13,6 +13,7 @@ from inline_core import (
     estimate_paths,
     place,
 )
+from inline_core._policy import cuda_attention
 
 from ..models._sparse import write_all
 
@@ -116,6 +117,14 @@ def test_two_gpus_get_a_parallel_placement(zimage):
 
 def test_gpus_without_bf16_use_fp16(zimage):
     assert place(machine(64, 48, bf16=False), zimage).dtype == "fp16"
+
+
+def test_the_attention_kernel_follows_the_device_and_dtype(zimage):
+    # what the packs' denoisers run SDPA with on CUDA (INLINE_ATTENTION overrides it there)
+    assert place(machine(64, 48), zimage).attention == "flash"  # bf16
+    assert place(machine(64, 48, bf16=False), zimage).attention == "flash"  # fp16
+    assert place(machine(64, 80), zimage, "cpu").attention == "sdpa"  # torch picks on the CPU
+    assert cuda_attention("fp32") == "efficient"
 
 
 def test_a_vram_budget_and_the_lowvram_profile_are_honoured(zimage):

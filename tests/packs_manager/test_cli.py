@@ -100,6 +100,42 @@ def test_errors_say_why_and_consent_has_its_exit_code(env, tmp_path):
     assert scan.returncode == 0 and "subprocess" in scan.stdout
 
 
+SECRET_NODE = """
+from typing import Annotated
+from inline_sdk import Context, NodeSpec, Output, Param, hookimpl, node
+
+@node("keyed/ask", title="Ask", category="Test")
+def ask(
+    ctx: Context, *, api_key_secret: Annotated[str, Param("API key secret")] = "ACME_KEY"
+) -> Annotated[str, Output("text", "Text")]:
+    return "asked"
+
+@hookimpl
+def inline_nodes() -> list[NodeSpec]:
+    return [ask]
+"""
+
+
+def test_install_shows_the_secrets_its_nodes_name_and_whether_they_are_granted(env, tmp_path):
+    src = write_pack(tmp_path / "keyed", "keyed", body=SECRET_NODE)
+    installed = inline("pack", "install", str(src), env=env)
+    assert installed.returncode == 0, installed.stderr
+    assert (
+        "  secret ACME_KEY (keyed/ask api_key_secret): not granted; its nodes get it only "
+        "after: inline secrets grant ACME_KEY keyed\n"
+    ) in installed.stdout
+    stored = subprocess.run(
+        [INLINE, "secrets", "set", "ACME_KEY"], input="v\n", env=env, capture_output=True,
+        text=True, timeout=60,
+    )  # fmt: skip
+    assert stored.returncode == 0, stored.stderr
+    assert inline("secrets", "grant", "ACME_KEY", "keyed", env=env).returncode == 0
+    write_pack(tmp_path / "keyed", "keyed", "0.2.0", body=SECRET_NODE)
+    upgraded = inline("pack", "upgrade", "keyed", env=env)
+    assert upgraded.returncode == 0, upgraded.stderr
+    assert "  secret ACME_KEY (keyed/ask api_key_secret): granted\n" in upgraded.stdout
+
+
 @pytest.mark.parametrize(
     "command",
     ["install", "upgrade", "rollback", "remove", "list", "sync", "new", "scan", "enable"],

@@ -46,7 +46,7 @@ def test_models_lists_causal_folders(server: Server) -> None:
     ids = {m.id for m in models.data}
     assert {"qwen-tiny", "qwen-short", "qwen-random"} <= ids
     assert "t5-tiny" not in ids  # encoder-decoder: not a chat model
-    assert all(m.object == "model" and m.owned_by == "inline" for m in models.data)
+    assert all(m.object == "model" and m.owned_by for m in models.data)  # test_openai_models
     assert client(server).models.retrieve("qwen-tiny").id == "qwen-tiny"
 
 

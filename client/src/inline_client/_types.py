@@ -35,6 +35,10 @@ class Take(msgspec.Struct, frozen=True, rename="camel"):
     hash: str
     params: dict[str, Any] = {}
     created_at: int = 0
+    #: the node's output port it came from ("" from a server before 2026-12)
+    output: str = ""
+    #: where its bytes are served, relative to the server ("" from a server before 2026-12)
+    url: str = ""
 
 
 class RunState(msgspec.Struct, frozen=True, rename="camel"):

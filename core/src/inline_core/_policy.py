@@ -105,6 +105,8 @@ class Placement:
     dtype: str
     components: tuple[ComponentPlan, ...]
     reason: str
+    #: The SDPA kernel the packs that run attention use: ``flash`` (CUDA, bf16/fp16),
+    #: ``efficient`` (CUDA, fp32), ``math``, or ``sdpa`` (torch picks: the CPU's).
     attention: str = "sdpa"
     vae_tiling: bool = False
     park_text_encoder: bool = False
@@ -113,6 +115,12 @@ class Placement:
     peak_vram_bytes: int = 0
     ram_bytes: int = 0
     notes: tuple[str, ...] = field(default=())
+
+
+def cuda_attention(dtype: str) -> str:
+    """The SDPA kernel for a CUDA placement in ``dtype``: flash attention takes only half
+    precision; fp32 gets the memory-efficient kernel."""
+    return "flash" if dtype in ("bf16", "fp16") else "efficient"
 
 
 def activation_bytes(
@@ -209,6 +217,7 @@ def place(
             dtype=dtype,
             components=plans,
             reason=reason,
+            attention=cuda_attention(dtype),
             vae_tiling=act > 2 * GIB or offload != "resident",
             park_text_encoder=park,
             parallel=parallel,

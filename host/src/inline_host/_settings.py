@@ -133,6 +133,9 @@ class Settings:
     max_queued: int = 1000
     #: The multi-GPU split (``INLINE_PARALLEL``: auto, off, ``ulysses=2,ring=2``...).
     parallel: str | None = None
+    #: Where explicit ``INLINE_PARALLEL`` degrees run (``INLINE_PARALLEL_DEVICE``): unset, the
+    #: GPUs (as many as the degrees ask for, else refused at start); ``cpu``: CPU ranks (gloo).
+    parallel_device: str | None = None
     #: A Ray cluster to run pack workers on (``INLINE_RAY_ADDRESS``); None: this machine.
     ray_address: str | None = None
     #: Custom Ray resources per pack (``INLINE_RAY_RESOURCES=zimage=gpu_node:1,...``).
@@ -209,6 +212,7 @@ class Settings:
             max_output_bytes=int(_float(env, "INLINE_MAX_OUTPUT_MB", 2048, "MB") * 1024 * 1024),
             max_queued=_int(env, "INLINE_MAX_QUEUED", 1000),
             parallel=env.get("INLINE_PARALLEL") or None,
+            parallel_device=env.get("INLINE_PARALLEL_DEVICE") or None,
             ray_address=env.get("INLINE_RAY_ADDRESS") or None,
             ray_resources=_ray_resources(env.get("INLINE_RAY_RESOURCES") or ""),
             ray_host_address=env.get("INLINE_RAY_HOST_ADDRESS") or None,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from inline_sdk.protocol import (
     CAP_BROKER,
@@ -41,6 +41,8 @@ class HostValue:
 
 CallEvent = Progress | Preview | Stream
 EventCallback = Callable[[CallEvent], None]
+#: The progress phase of a node whose pack's venv is being built for its first call.
+PREPARING: Final = "preparing"
 
 
 def worker_capabilities(welcome: Welcome) -> frozenset[str]:

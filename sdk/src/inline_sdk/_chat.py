@@ -11,8 +11,10 @@ on any node, and include the chat params a chat request sets (``CHAT_PARAMS``)::
 The base declares the rest: the input ``prompt`` (the last user message) and the outputs every
 chat client reads, ``text`` and ``thinking`` (stream them with ``ctx.stream``), ``tool_calls``
 (``[{id, name, arguments}]``, ``arguments`` JSON text), ``finish_reason`` (``stop``, ``length``,
-``tool_calls``) and ``usage`` (``{prompt_tokens, completion_tokens}``). ``tool_calls`` and
-``usage`` are JSON values: the base writes them with one encoder (their ports carry the JSON
+``tool_calls``), ``usage`` (``{prompt_tokens, completion_tokens}``) and, since SDK 1.6,
+``logprobs`` (``[{token, logprob, bytes, top_logprobs}]``, empty unless asked for: a node of
+an older SDK has no such output, read as empty). ``tool_calls``, ``usage`` and ``logprobs`` are
+JSON values: the base writes them with one encoder (their ports carry the JSON
 as text, so each is a take like any text output) and the host reads them back with
 ``read_completion``, one decoder of the same types.
 
@@ -62,14 +64,34 @@ class Usage(msgspec.Struct, frozen=True):
     completion_tokens: int = 0
 
 
+class TopLogprob(msgspec.Struct, frozen=True):
+    """One of the likeliest tokens at a position: its text, log-probability and UTF-8 bytes."""
+
+    token: str
+    logprob: float
+    bytes: tuple[int, ...] = ()
+
+
+class TokenLogprob(msgspec.Struct, frozen=True):
+    """A generated token's log-probability (``logprob`` <= 0), and the likeliest tokens at its
+    position, most likely first (OpenAI's ``logprobs.content`` entry). Since SDK 1.6."""
+
+    token: str
+    logprob: float
+    bytes: tuple[int, ...] = ()
+    top_logprobs: tuple[TopLogprob, ...] = ()
+
+
 class Completion(msgspec.Struct, frozen=True, kw_only=True):
-    """What a chat node answered. With tool calls the finish reason is ``tool_calls``."""
+    """What a chat node answered. With tool calls the finish reason is ``tool_calls``.
+    ``logprobs`` holds one entry per generated token when the call asked for them."""
 
     text: str = ""
     thinking: str = ""
     tool_calls: tuple[ToolCall, ...] = ()
     finish_reason: str = "stop"
     usage: Usage = msgspec.field(default_factory=Usage)
+    logprobs: tuple[TokenLogprob, ...] = ()
 
 
 class ChatOutputs(NamedTuple):
@@ -80,11 +102,13 @@ class ChatOutputs(NamedTuple):
     tool_calls: Annotated[str, Output(label="Tool calls (JSON)")]
     finish_reason: Annotated[str, Output(label="Finish reason")]
     usage: Annotated[str, Output(label="Usage (JSON)")]
+    logprobs: Annotated[str, Output(label="Logprobs (JSON)")]
 
 
 _encoder = msgspec.json.Encoder()
 _tool_calls = msgspec.json.Decoder(tuple[ToolCall, ...])
 _usage = msgspec.json.Decoder(Usage)
+_logprobs = msgspec.json.Decoder(tuple[TokenLogprob, ...])
 
 
 def completion_outputs(done: Completion) -> ChatOutputs:
@@ -95,6 +119,7 @@ def completion_outputs(done: Completion) -> ChatOutputs:
         tool_calls=_encoder.encode(done.tool_calls).decode(),
         finish_reason="tool_calls" if done.tool_calls else done.finish_reason,
         usage=_encoder.encode(done.usage).decode(),
+        logprobs=_encoder.encode(done.logprobs).decode(),
     )
 
 
@@ -107,6 +132,7 @@ def read_completion(outputs: Mapping[str, str]) -> Completion:
         tool_calls=_tool_calls.decode(outputs.get("tool_calls") or "[]"),
         finish_reason=outputs.get("finish_reason") or "stop",
         usage=_usage.decode(outputs.get("usage") or "{}"),
+        logprobs=_logprobs.decode(outputs.get("logprobs") or "[]"),
     )
 
 

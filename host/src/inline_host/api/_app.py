@@ -28,6 +28,7 @@ from ._controllers import (
     ModelsController,
     RunsController,
     TakesController,
+    index,
     run_events,
 )
 from ._deployments_api import DeploymentsController
@@ -151,7 +152,9 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
         run_events,
         docs_assets_router(),
     ]
-    if front_end_root is not None:
+    if front_end_root is None:
+        handlers.append(index)
+    else:
         from litestar.static_files import create_static_files_router
 
         handlers.append(

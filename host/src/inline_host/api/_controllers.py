@@ -29,7 +29,7 @@ from litestar.di import NamedDependency
 from litestar.exceptions import NotAuthorizedException
 from litestar.openapi.datastructures import ResponseSpec
 from litestar.params import FromPath, JSONBody, QueryParameter
-from litestar.response import Stream
+from litestar.response import Redirect, Stream
 
 from ..assets import RAW_HINT, AssetRefused, sniff_kind
 from ..guard import bearer_matches
@@ -52,6 +52,7 @@ from ._openapi import (
     errors,
     submit_responses,
 )
+from ._refs import ref_roots, resolve_path_refs
 from ._system import Health, SystemService
 
 TAKE_ID = re.compile(r"^take_[0-9a-f]{12}$")
@@ -85,6 +86,36 @@ class AssetStored(msgspec.Struct, frozen=True):
     id: str
     kind: str
     bytes: int
+
+
+class Welcome(msgspec.Struct, frozen=True, rename="camel"):
+    """``GET /`` without a front end: where things are."""
+
+    name: str
+    api_version: str
+    docs: str
+    openapi: str
+    health: str
+    events: str
+
+
+WELCOME = Welcome(
+    name="Inline",
+    api_version="v1",
+    docs="/schema",
+    openapi="/schema/openapi.json",
+    health="/v1/health",
+    events="/v1/runs/{runId}/events (websocket; every event type is in the OpenAPI description)",
+)
+
+
+@get("/", summary="Where things are (a browser is sent to the docs at /schema)", status_code=200)
+async def index(request: Request[Any, Any, Any]) -> Response[Any]:
+    """``GET /`` when no front end is served: a browser goes to the docs, a script gets JSON
+    naming them."""
+    if "text/html" in request.headers.get("accept", ""):
+        return Redirect("/schema", status_code=302)
+    return Response(content=msgspec.json.encode(WELCOME), media_type=MediaType.JSON)
 
 
 class HealthController(Controller):
@@ -142,6 +173,10 @@ class ModelsController(Controller):
         return Response(content=msgspec.json.encode(descriptor), media_type=MediaType.JSON)
 
 
+#: Every status a run can have, as ``GET /v1/runs?status=`` names them.
+RUN_STATUSES = ("queued", "running", "done", "error", "cancelled")
+
+
 class RunsController(Controller):
     path = "/v1/runs"
 
@@ -166,12 +201,50 @@ class RunsController(Controller):
                 "stored secret a node gets needs the operator token (send 'Authorization: "
                 "Bearer <token>', with INLINE_TOKEN or the token in <data dir>/operator-token)."
             )
+        # a relative {"ref": "path"} means the first input root's file (a 422 says where it
+        # looked when none holds it)
+        settings = service.engine.settings
+        data = resolve_path_refs(data, ref_roots(settings.input_roots, settings.cwd))
         run_id, status, created = await service.submit(data)
         return Response(Submitted(run_id, status), status_code=201 if created else 200)
 
-    @get(summary="Unfinished runs in submission order")
-    async def list_runs(self, service: NamedDependency[RunService]) -> RunList:
-        return RunList(runs=service.live())
+    @get(
+        summary="Unfinished runs in submission order; with status= or limit=, finished runs "
+        "too, newest first",
+        responses=errors(400),
+    )
+    async def list_runs(
+        self,
+        service: NamedDependency[RunService],
+        request: Request[Any, Any, Any],
+        status: Annotated[
+            str | None,
+            QueryParameter(
+                description="comma-separated: " + ", ".join(RUN_STATUSES) + " (default: all)"
+            ),
+        ] = None,
+        limit: Annotated[int | None, QueryParameter(ge=1, le=1000)] = None,
+    ) -> RunList:
+        unknown = sorted(set(request.query_params) - {"status", "limit"})
+        if unknown:
+            raise ApiError(
+                400,
+                "bad_request",
+                f"Unknown filter '{unknown[0]}' for GET /v1/runs: the filters are status= "
+                f"({', '.join(RUN_STATUSES)}) and limit= (1-1000).",
+            )
+        if status is None and limit is None:
+            return RunList(runs=service.live())  # the contract's live queue
+        wanted = tuple(s.strip() for s in (status or ",".join(RUN_STATUSES)).split(","))
+        bad = [s for s in wanted if s not in RUN_STATUSES]
+        if bad:
+            raise ApiError(
+                400,
+                "bad_request",
+                f"Unknown status '{bad[0]}' in status=: use {', '.join(RUN_STATUSES)} "
+                "(comma-separated).",
+            )
+        return RunList(runs=service.listed(wanted, limit or 50))
 
     @get("/{run_id:str}", summary="A run's full state", responses=errors(404))
     async def get_run(

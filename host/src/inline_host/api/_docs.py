@@ -17,6 +17,8 @@ from litestar.openapi import OpenAPIConfig
 from litestar.openapi.plugins import RedocRenderPlugin, SwaggerRenderPlugin
 from litestar.static_files import create_static_files_router
 
+from ..runs import events_vocabulary
+
 __all__ = ("ASSETS_PATH", "docs_assets_router", "openapi_config")
 
 ASSETS_PATH: Final = "/schema-assets"
@@ -35,6 +37,9 @@ def openapi_config() -> OpenAPIConfig:
     return OpenAPIConfig(
         title="Inline",
         version="1",
+        description="Inline serves typed node graphs: `POST /v1/runs` submits one, "
+        "`GET /v1/runs/{runId}` reads its state and its takes, and a websocket streams its "
+        "events.\n\n## Run events\n\n" + events_vocabulary(),
         path="/schema",
         render_plugins=[
             RedocRenderPlugin(

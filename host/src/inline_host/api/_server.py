@@ -23,13 +23,18 @@ if TYPE_CHECKING:
 
 def serve(settings: Settings | None = None, *, front_end_root: Path | None = None) -> int:
     """Serve until interrupted; exit status (2: the address cannot be bound, the data dir is
-    another host's, the Ray cluster does not answer, or bad flags)."""
+    another host's, the Ray cluster does not answer, INLINE_PARALLEL does not match the GPUs,
+    or bad flags)."""
     from . import InsecureBind, create_app
 
     settings = settings or Settings.from_env()
     if front_end_root is not None and not (front_end_root / "index.html").is_file():
         what = "has no index.html" if front_end_root.is_dir() else "is not a folder"
         print(f"error: --front-end-root {front_end_root} {what}", file=sys.stderr)
+        return 2
+    problem = parallel_problem(settings)
+    if problem is not None:
+        print(f"error: {problem}", file=sys.stderr)
         return 2
     try:
         app = create_app(settings, front_end_root=front_end_root)
@@ -59,6 +64,9 @@ def _serve_locked(app: Litestar, settings: Settings, lock: DataDirLock) -> int:
         return 2
     try:
         sock = bind(settings.host, settings.port)
+    except OverflowError:
+        print(f"error: INLINE_PORT {settings.port} is not a port: pick 1-65535", file=sys.stderr)
+        return 2
     except OSError as exc:
         print(f"error: {bind_problem(settings.host, settings.port, exc)}", file=sys.stderr)
         return 2
@@ -82,6 +90,16 @@ def _serve_locked(app: Litestar, settings: Settings, lock: DataDirLock) -> int:
     )
     uvicorn.Server(config).run(sockets=[sock])
     return 0
+
+
+def parallel_problem(settings: Settings) -> str | None:
+    """``INLINE_PARALLEL`` degrees this machine's GPUs do not match (one line), else None."""
+    if not settings.parallel:
+        return None
+    from ..workers import parallel_problem as problem_of
+    from ..workers import probe
+
+    return problem_of(settings.parallel, probe(), settings.parallel_device)
 
 
 def join_ray(settings: Settings) -> str | None:

@@ -85,6 +85,13 @@ def run_import(args: argparse.Namespace) -> int:
         print(render_text(imported.report))
         print(f"wrote {out}")
     code = EXIT_OK if imported.report.complete else EXIT_UNMAPPED
+    if args.run and code != EXIT_OK:
+        print(
+            f"not running: the import is incomplete (see the report above); edit {out} or map "
+            f"the missing nodes, then run it with: inline run {out}",
+            file=sys.stderr,
+        )
+        return code
     if args.run:
         import anyio
 

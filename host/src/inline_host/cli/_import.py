@@ -56,8 +56,12 @@ def add_import_parsers(models_sub: Any) -> None:
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--as", dest="category", choices=tuple(CATEGORY_DIRS),
+    p.add_argument("--category", choices=tuple(CATEGORY_DIRS),
                    help="the kind of model (inferred from the source when absent)")  # fmt: skip
+    p.add_argument("--as", dest="alias", metavar="NAME",
+                   help="the model's folder name, so its id: models/<category>/NAME/ (default: "
+                        "the source's name); a category word here is read as --category, as "
+                        "older scripts wrote it")  # fmt: skip
     p.add_argument("--token-secret", metavar="NAME",
                    help="hf: the secret holding a Hub token (else HF_TOKEN)")  # fmt: skip
 
@@ -68,7 +72,10 @@ def importer_of(args: argparse.Namespace, settings: Settings) -> Importer:
     if ":" not in source.split("/", 1)[0] and (source.startswith((".", "/", "~")) or
                                                Path(source).exists()):  # fmt: skip
         source = f"file:{source}"
-    kw: dict[str, Any] = {"task": args.category, "settings": settings}
+    category, alias = args.category, args.alias
+    if alias in CATEGORY_DIRS and category is None:  # `--as llm`: the category, as before
+        category, alias = alias, None
+    kw: dict[str, Any] = {"task": category, "settings": settings, "alias": alias}
     if source.startswith("hf:"):
         kw |= {"include": args.include, "exclude": args.exclude,
                "token_secret": args.token_secret}  # fmt: skip

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import anyio
 from inline_registry import RegistryError
@@ -14,6 +16,7 @@ from .._settings import Settings
 from ..assets import AssetRefused, sniff_kind
 from ..runs import BlobStore
 from ._comfyui import add_import_parser, run_import
+from ._demo import add_demo_parser, run_demo
 from ._deploy import add_deploy_parsers, run_deploy
 from ._models import add_models_parser, run_models
 from ._nodes import add_nodes_parser, run_nodes
@@ -45,9 +48,17 @@ def _assets_add(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """A parser whose mistakes are one line (the usage is a ``--help`` away); subcommands'
+    parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line."""
-    parser = argparse.ArgumentParser(prog="inline", description="Inline generation engine")
+    parser = _Parser(prog="inline", description="Inline generation engine")
     parser.add_argument("--version", action=VersionAction)
     parser.add_argument(
         "--debug",
@@ -72,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_import_parser(sub)
     add_secrets_parser(sub)
     add_deploy_parsers(sub)
+    add_demo_parser(sub)
     serve = sub.add_parser(
         "serve", help="serve /v1 (the same server as python -m inline_host and main.py)"
     )
@@ -99,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
             return run_nodes(args)
         if args.command == "serve":
             return run_server(args)
+        if args.command == "demo":
+            return run_demo(args)
         if args.command in ("deploy", "undeploy", "deployments"):
             return run_deploy(args)
     except RegistryError as exc:
@@ -107,6 +121,15 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
+    except Exception as exc:  # a bug of ours: one line, the traceback with --debug
+        if getattr(args, "debug", False) or os.environ.get("INLINE_DEBUG") == "1":
+            raise
+        print(
+            f"error: {type(exc).__name__}: {exc} (a bug in Inline: run again with --debug "
+            "for the traceback, and report it)",
+            file=sys.stderr,
+        )
+        return EXIT_FAILED
     return EXIT_FAILED
 
 

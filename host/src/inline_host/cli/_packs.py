@@ -162,6 +162,7 @@ def run_pack(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = s
                 allow_local_sources=bool(args.allow_local_sources),
             )
             _print_result("installed", result, out)
+            _print_grants(settings, result, out)
         elif command == "upgrade":
             result = manager.upgrade(
                 args.name,
@@ -170,6 +171,7 @@ def run_pack(args: argparse.Namespace, out: TextIO = sys.stdout, err: TextIO = s
                 allow_local_sources=args.allow_local_sources,
             )
             _print_result("upgraded", result, out)
+            _print_grants(settings, result, out)
         elif command == "rollback":
             _print_result("rolled back", manager.rollback(args.name), out)
         elif command == "remove":
@@ -226,6 +228,35 @@ def _print_result(verb: str, result: InstallResult, out: TextIO) -> None:
         out.write("  " + result.scan.render().replace("\n", "\n  ") + "\n")
         if result.scan.consents:
             out.write(f"  consents: {', '.join(result.scan.consents)}\n")
+
+
+def _print_grants(settings: Settings, result: InstallResult, out: TextIO) -> None:
+    """The secrets the pack's nodes name by default, and whether the pack is granted each (a
+    secret reaches a pack only by grant): shown with the scan, at install and upgrade."""
+    from inline_registry import load_registry
+
+    from ..hub import SECRET_PARAM_SUFFIX, SecretStore
+
+    registry = load_registry(settings.packs_dir, settings.extra_packs)
+    wanted: dict[str, list[str]] = {}
+    for node_type in result.node_types:
+        entry = registry.lookup(node_type)
+        for param in entry.descriptor.params if entry is not None else ():
+            default = param.default
+            if param.key.endswith(SECRET_PARAM_SUFFIX) and isinstance(default, str) and default:
+                wanted.setdefault(default, []).append(f"{node_type} {param.key}")
+    if not wanted:
+        return
+    grants = SecretStore(settings.data_dir).grants()
+    for secret, where in sorted(wanted.items()):
+        named = f"  secret {secret} ({', '.join(where)})"
+        if result.name in grants.get(secret, ()):
+            out.write(f"{named}: granted\n")
+        else:
+            out.write(
+                f"{named}: not granted; its nodes get it only after: "
+                f"inline secrets grant {secret} {result.name}\n"
+            )
 
 
 def row_json(row: PackRow) -> dict[str, Any]:

@@ -144,7 +144,12 @@ async def run_graph(args: argparse.Namespace) -> int:
         out_dir.mkdir(parents=True, exist_ok=True)
         target = planned.node(planned.target)
         graph = request.get("graph") if isinstance(request, dict) else None
-        written = write_outputs(engine, target, result.outputs, out_dir, graph)
+        names = request.get("outputNames") if isinstance(request, dict) else None
+        prefix = names.get(target.id) if isinstance(names, dict) else None
+        written = write_outputs(
+            engine, target, result.outputs, out_dir, graph,
+            prefix=prefix if isinstance(prefix, str) else None,
+        )  # fmt: skip
     for path in written:
         print(path)
     return 0
@@ -156,12 +161,18 @@ def write_outputs(
     outputs: dict[str, HostValue],
     out_dir: Path,
     graph: dict[str, Any] | None,
+    *,
+    prefix: str | None = None,
 ) -> list[Path]:
     """Write each media/text output of ``target`` as ``<node id>.<port>.<ext>`` (a PNG with
-    the recipe that made it in its ``inline`` iTXt chunk, as API takes carry it); the paths
-    written."""
+    the recipe that made it in its ``inline`` iTXt chunk, as API takes carry it); with
+    ``prefix`` (a ComfyUI ``SaveImage``'s ``filename_prefix``, from the request's
+    ``outputNames``) as ComfyUI names them, ``<prefix>_00001_.<ext>`` with the next free number
+    (never overwriting), ``<prefix>`` may hold subfolders. The paths written."""
     written: list[Path] = []
-    safe_id = "".join(c if c.isalnum() or c in "-_." else "_" for c in target.id)
+    safe_id = _safe(target.id)
+    named = _prefixed(out_dir, prefix) if prefix else None
+    media = [p for p, hv in outputs.items() if isinstance(hv.value, MediaValue | TextValue)]
     for port, hv in outputs.items():
         v = hv.value
         if isinstance(v, MediaValue):
@@ -175,9 +186,36 @@ def write_outputs(
             data = png_with_recipe(
                 data, node_id=target.id, node_type=target.type, params=target.params, graph=graph
             )
-        path = out_dir / f"{safe_id}.{port}.{ext}"
+        if named is not None:
+            folder, stem = named
+            folder.mkdir(parents=True, exist_ok=True)
+            path = _next_free(folder, stem, "" if len(media) == 1 else f".{port}", ext)
+        else:
+            path = out_dir / f"{safe_id}.{port}.{ext}"
         tmp = path.with_name(f".{path.name}.tmp")
         tmp.write_bytes(data)
         tmp.replace(path)
         written.append(path)
     return written
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+def _prefixed(out_dir: Path, prefix: str) -> tuple[Path, str]:
+    """The folder and file stem of a ComfyUI ``filename_prefix`` under ``out_dir`` (its
+    subfolders kept, ``..`` and absolute parts dropped: it never leaves ``out_dir``)."""
+    parts = [_safe(p) for p in prefix.replace("\\", "/").split("/") if p not in ("", ".", "..")]
+    parts = [p for p in parts if p.strip(".")] or ["ComfyUI"]
+    return out_dir.joinpath(*parts[:-1]), parts[-1]
+
+
+def _next_free(folder: Path, stem: str, port: str, ext: str) -> Path:
+    """``<stem>_<NNNNN>_<port>.<ext>`` with the first number above every one in ``folder``."""
+    used = [0]
+    for p in folder.glob(f"{stem}_*_*"):
+        number = p.name[len(stem) + 1 :].split("_", 1)[0]
+        if number.isdigit():
+            used.append(int(number))
+    return folder / f"{stem}_{max(used) + 1:05}_{port}.{ext}"

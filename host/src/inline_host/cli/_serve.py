@@ -16,6 +16,28 @@ from pathlib import Path
 from typing import Any
 
 
+def _port(raw: str) -> int:
+    """A TCP port for ``--port``: 1-65535, or 0 for one the kernel picks."""
+    try:
+        port = int(raw)
+    except ValueError:
+        port = -1
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a port: pick 1-65535 (0: any free one)")
+    return port
+
+
+def _gigabytes(raw: str) -> float:
+    """A positive number of gigabytes for ``--vram-budget``."""
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a size: give GB above 0, e.g. 8 or 11.5")
+    return value
+
+
 def add_server_flags(p: Any) -> None:
     """The server's flags on parser ``p``."""
     p.add_argument(
@@ -25,7 +47,7 @@ def add_server_flags(p: Any) -> None:
         metavar="ADDR",
         help="listen beyond loopback (default address 0.0.0.0; requires --token)",
     )
-    p.add_argument("--port", type=int, help="port (default 8848)")
+    p.add_argument("--port", type=_port, help="port (default 8848; 0: any free one)")
     p.add_argument(
         "--token",
         help="bearer token every request must carry (visible in `ps`: prefer --token-file or "
@@ -45,8 +67,18 @@ def add_server_flags(p: Any) -> None:
         action="store_true",
         help="let the memory policy fit models automatically (the default)",
     )
-    p.add_argument("--vram-budget", type=float, metavar="GB", help="cap the VRAM the engine uses")
-    p.add_argument("--multi-gpu", action="store_true", help="split one image across GPUs")
+    p.add_argument(
+        "--vram-budget",
+        type=_gigabytes,
+        metavar="GB",
+        help="cap the VRAM the engine uses (GPUs only)",
+    )
+    p.add_argument(
+        "--multi-gpu",
+        action="store_true",
+        help="split one image across every GPU by Ulysses whatever the interconnect "
+        "(INLINE_PARALLEL=ulysses=<GPUs>; fewer than 2 GPUs is exit 2)",
+    )
     p.add_argument(
         "--ray",
         metavar="ADDRESS",
@@ -90,7 +122,6 @@ def apply_flags(args: argparse.Namespace, env: dict[str, str]) -> None:
         "INLINE_MODELS_DIR": args.models_dir,
         "INLINE_PROFILE": "lowvram" if args.lowvram else None,
         "INLINE_VRAM_BUDGET_GB": None if args.vram_budget is None else str(args.vram_budget),
-        "INLINE_PARALLEL": "auto" if args.multi_gpu else None,
         "INLINE_SMART_MEMORY": "1" if args.smart_memory else None,
         "INLINE_RAY_ADDRESS": args.ray,
         "INLINE_SANDBOX": "off" if getattr(args, "no_sandbox", False) else None,
@@ -102,6 +133,28 @@ def apply_flags(args: argparse.Namespace, env: dict[str, str]) -> None:
 def run_server(args: argparse.Namespace) -> int:
     """Apply the flags, then serve (or, with ``--install``, set up every pack's venv and exit);
     the exit code."""
+    if args.vram_budget is not None:
+        from inline_host.workers import probe
+
+        if not probe().gpus:
+            print(
+                f"error: --vram-budget {args.vram_budget:g}: this machine has no GPU (NVML sees "
+                "none), so there is no VRAM to cap: drop the flag (INLINE_RAM_BUDGET_GB caps RAM)",
+                file=sys.stderr,
+            )
+            return 2
+    if getattr(args, "multi_gpu", False):
+        from inline_host.workers import probe
+
+        gpus = len(probe().gpus)
+        if gpus < 2:
+            print(
+                f"error: --multi-gpu splits one image across GPUs: this machine has {gpus} "
+                "(NVML); drop the flag",
+                file=sys.stderr,
+            )
+            return 2
+        os.environ["INLINE_PARALLEL"] = f"ulysses={gpus}"
     apply_flags(args, os.environ)  # type: ignore[arg-type]
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(message)s")
     # absolute and here: this module is read by main.py with the standard library alone

@@ -38,15 +38,21 @@ class Imported:
     graph: dict[str, Any]
     target: str | None
     report: Report
+    #: The target's ``SaveImage`` ``filename_prefix`` by node id: ``inline run`` names its
+    #: files after it (``<prefix>_00001_.png``), as ComfyUI does.
+    output_names: dict[str, str] = field(default_factory=dict)
 
     @property
     def document(self) -> dict[str, Any]:
-        """``{graph, target}``."""
-        return {"graph": self.graph, "target": self.target}
+        """``{graph, target}``, and ``outputNames`` where a ``SaveImage`` named its files."""
+        doc: dict[str, Any] = {"graph": self.graph, "target": self.target}
+        if self.output_names:
+            doc["outputNames"] = dict(self.output_names)
+        return doc
 
     def to_json(self) -> dict[str, Any]:
-        """``{graph, target, report}``."""
-        return {"graph": self.graph, "target": self.target, "report": self.report.to_json()}
+        """``{graph, target, report}`` (and ``outputNames``, as in ``document``)."""
+        return {**self.document, "report": self.report.to_json()}
 
 
 class Converter:
@@ -68,6 +74,8 @@ class Converter:
         self.target: str | None = None
         #: Each sampler node's ComfyUI sampler and scheduler names, before mapping.
         self.names: dict[str, tuple[str, str]] = {}
+        #: The target's file name prefix (``SaveImage``'s ``filename_prefix``), by node id.
+        self.output_names: dict[str, str] = {}
 
     # for rules ------------------------------------------------------------------------------------
     def warn(self, message: str) -> None:
@@ -190,7 +198,7 @@ class Converter:
                 )
         report = self._report(source, fmt)
         graph = {"schemaVersion": 1, "nodes": self.nodes}
-        return Imported(graph, self.target, report)
+        return Imported(graph, self.target, report, dict(self.output_names))
 
     def _report(self, source: str, fmt: str) -> Report:
         rows: list[NodeReport] = []

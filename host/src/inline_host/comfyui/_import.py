@@ -64,4 +64,7 @@ def _convert(
         return imported
     report = imported.report
     report.one_click = True
-    return Imported({"schemaVersion": 1, "nodes": nodes}, target, report)
+    # the one node stands for the whole chain: it takes the chain's file name
+    prefix = next(iter(imported.output_names.values()), None)
+    names = {target: prefix} if target and prefix else {}
+    return Imported({"schemaVersion": 1, "nodes": nodes}, target, report, names)

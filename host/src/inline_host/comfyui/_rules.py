@@ -310,6 +310,9 @@ def save_image(cv: Converter, node: PromptNode) -> dict[int, Value]:
         return {}
     if cv.target is None:
         cv.target = images.node
+        prefix = cv.literal(node, "filename_prefix", "") if node.class_type == "SaveImage" else ""
+        if isinstance(prefix, str) and prefix.strip():
+            cv.output_names[images.node] = prefix.strip()
         cv.became(node, f"the run's target ({images.node})")
     else:
         cv.became(node, f"another output ({images.node}); not the run's target")

@@ -6,7 +6,8 @@
   cross-site websockets).
 * A state-changing request with a body must say what it carries: JSON everywhere; the raw file
   on the upload routes (``/v1/assets``, ``/v1/import/comfyui``), or one file part in
-  ``multipart/form-data`` on ``/v1/assets`` (``curl -F``, unpacked there) - never the text or
+  ``multipart/form-data`` on ``/v1/assets`` (``curl -F``, unpacked there) and on
+  ``/openai/v1/images/edits`` (the image and fields OpenAI's SDKs send) - never the text or
   urlencoded types a page can send without a preflight.
 * Header bytes outside ASCII in the headers checked here answer 400, not 500.
 """
@@ -32,10 +33,14 @@ from litestar.types import (
 #: Content types a cross-site page may send without a CORS preflight.
 SIMPLE_TYPES = ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data")
 STATE_CHANGING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-RAW_UPLOADS = ("/v1/assets", "/v1/import/comfyui")
-#: Simple types an upload route still takes: a file part in a form (``curl -F``), unpacked by
-#: the route; a cross-site page sending one is refused by the ``Origin`` check first.
-FORM_UPLOADS = {"/v1/assets": ("multipart/form-data",)}
+RAW_UPLOADS = ("/v1/assets", "/v1/import/comfyui", "/openai/v1/images/edits")
+#: Simple types an upload route still takes: a file part in a form (``curl -F``, or OpenAI's
+#: image edits as its SDKs upload them), unpacked by the route; a cross-site page sending one
+#: is refused by the ``Origin`` check first.
+FORM_UPLOADS = {
+    "/v1/assets": ("multipart/form-data",),
+    "/openai/v1/images/edits": ("multipart/form-data",),
+}
 #: Routes answering errors in OpenAI's shape (``type`` and ``param`` too).
 OPENAI_PREFIX = "/openai/"
 #: Routes answering errors in Anthropic's shape (``{"type": "error", "error": {type, message}}``).

@@ -361,10 +361,12 @@ def plan_import(
     token: str | None = None,
     ignores: Sequence[str] = (),
     timeout: float = HUB_TIMEOUT,
+    name: str | None = None,
 ) -> ImportPlan:
     """Resolve ``source`` to a commit and the files an import of it fetches; ``ignores`` are
     the operator's globs (``INLINE_HF_IGNORE``), ``timeout`` the Hub's (``INLINE_HUB_TIMEOUT``):
-    the top passes its settings'."""
+    the top passes its settings'. ``name`` is the model's folder (``--as NAME``; else the
+    repo's name)."""
     if category is not None and category not in CATEGORY_DIRS:
         raise SourceError(f"--as {category}: not a category (one of {', '.join(CATEGORY_DIRS)})")
     commit, files = list_repo(source, token, timeout)
@@ -386,7 +388,7 @@ def plan_import(
     kept, skipped = select_files(files, found, include, exclude, ignores)
     if not kept:
         raise SourceError(f"{source}: no file is left to import after the ignore patterns")
-    dest = models_dir / CATEGORY_DIRS[found] / source.name
+    dest = models_dir / CATEGORY_DIRS[found] / (name or source.name)
     return ImportPlan(
         source, commit, found, dest, tuple(kept), tuple(skipped), config, token, timeout
     )

@@ -118,9 +118,12 @@ class Importer(abc.ABC):
         revision: str | None = None,
         models_dir: Path | None = None,
         settings: Settings | None = None,
+        alias: str | None = None,
     ) -> None:
         if task is not None and task not in CATEGORY_DIRS:
             raise SourceError(f"task {task!r}: not a category (one of {', '.join(CATEGORY_DIRS)})")
+        #: The folder name the user chose (``--as NAME``), else None: the source's ``name``.
+        self.alias = None if alias is None else model_name(alias, f"--as {alias}")
         self.model = model
         self.task = task
         self.revision = revision
@@ -168,9 +171,15 @@ class Importer(abc.ABC):
         return str(ModelId(self.prefix, self.model, self.revision))
 
     @property
+    def folder_name(self) -> str:
+        """The model's folder under ``models/<category>/``, and so its id in pickers and in the
+        OpenAI ``model`` field: the alias (``--as NAME``), else the source's ``name``."""
+        return self.alias or self.name
+
+    @property
     def dest(self) -> Path:
-        """Where the model lands: ``models/<category folder>/<name>/``."""
-        return self.models_dir / CATEGORY_DIRS[self.category] / self.name
+        """Where the model lands: ``models/<category folder>/<folder_name>/``."""
+        return self.models_dir / CATEGORY_DIRS[self.category] / self.folder_name
 
     def estimate(
         self, *, profile: str | None = None, budget: Budget | None = None
@@ -205,7 +214,8 @@ class Importer(abc.ABC):
 
     def stage(self) -> Path:
         """Where a fetch's files wait until all are there (the same in every process)."""
-        return self.models_dir / STAGING / IMPORTS / f"{CATEGORY_DIRS[self.category]}--{self.name}"
+        folder = f"{CATEGORY_DIRS[self.category]}--{self.folder_name}"
+        return self.models_dir / STAGING / IMPORTS / folder
 
     def missing(self) -> list[ModelFile]:
         """The files not yet in place."""

@@ -66,7 +66,8 @@ class HuggingFaceImporter(Importer):
         s = self.settings
         return plan_import(self.repo, self.models_dir, category=self.task, include=self.include,
                            exclude=self.exclude, token=resolve_token(s.data_dir, self.token_secret),
-                           ignores=s.hf_ignore, timeout=s.hub_timeout)  # fmt: skip
+                           ignores=s.hf_ignore, timeout=s.hub_timeout,
+                           name=self.alias)  # fmt: skip
 
     @property
     def name(self) -> str:

@@ -9,6 +9,7 @@ restart. Names with path traversal are refused.
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
@@ -136,7 +137,9 @@ def serve_descriptor(
         names = catalogs.entries(field.options_from)
         arch = descriptor.architecture(field.key)  # an llm picker: the architecture it declares
         names = narrow(field.options_from, arch, names, catalogs)
-        options = field.options + tuple(Option(value=n, label=n) for n in names)
+        options = field.options + tuple(
+            Option(value=n, label=demo_label(catalogs, field.options_from, n)) for n in names
+        )
         default = field.default
         rec = recommended.get(field.key)
         if rec is not None and names:
@@ -157,6 +160,27 @@ def serve_descriptor(
         for m in (manifest.models if manifest else ())
     )
     return msgspec.structs.replace(descriptor, params=tuple(params), models=models)
+
+
+#: What ``inline demo models`` writes on a demo model's card (a folder's ``inline.json``, a single
+#: file's ``<file>.inline.json``): pickers label such an entry "NAME (demo)".
+DEMO_KEY: Final = "demo"
+
+
+def is_demo(path: Path) -> bool:
+    """Whether the model at ``path`` is a demo model (tiny random weights), by its card."""
+    card = path / "inline.json" if path.is_dir() else path.with_name(f"{path.name}.inline.json")
+    try:
+        data = json.loads(card.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(data, dict) and data.get(DEMO_KEY) is True
+
+
+def demo_label(catalogs: ModelCatalogs, category: str, name: str) -> str:
+    """A picker's label for entry ``name``: the name, with " (demo)" for a demo model."""
+    path = catalogs.find(category, name)
+    return f"{name} (demo)" if path is not None and is_demo(path) else name
 
 
 # The ``llm`` catalog narrowed by architecture (the SDK's rule over ``config.json``, never

@@ -5,7 +5,15 @@ from ._blobs import BlobStore
 from ._deployment_views import DeploymentError, DeploymentExists, DeploymentView
 from ._deployments import DeploymentService
 from ._engine import Engine, PackExecutor, RunResult
-from ._events import DeltaEvent, Event, RunEvent, SnapshotEvent, Subscriber, encode_event
+from ._events import (
+    DeltaEvent,
+    Event,
+    RunEvent,
+    SnapshotEvent,
+    Subscriber,
+    encode_event,
+    events_vocabulary,
+)
 from ._execution import take_view
 from ._gate import StorageFailing
 from ._service import Conflict, QueueFull, RunService
@@ -37,6 +45,7 @@ __all__ = (
     "Subscriber",
     "Take",
     "encode_event",
+    "events_vocabulary",
     "png_with_recipe",
     "take_view",
 )

@@ -28,7 +28,7 @@ from inline_core import (
     plan,
 )
 from inline_registry import MergedRegistry, load_registry
-from inline_sdk import HANDLE_KINDS, Descriptor
+from inline_sdk import HANDLE_KINDS, MODEL_ARCHITECTURES, Descriptor
 from inline_sdk.protocol import HandleValue, InlineBytes, JsonValue, MediaValue, Stream, TextValue
 
 from .._errors import InlineHostError
@@ -44,7 +44,7 @@ from ..guard import (
     remove_orphan_temps,
     wide_ints,
 )
-from ..models import ModelCatalogs, budget_of, serve_descriptor
+from ..models import ModelCatalogs, budget_of, narrow, serve_descriptor
 from ..workers import Broker, SecretsReader, Supervisor, WorkerLauncher
 from ._blobs import BlobStore
 from ._model_files import ModelStamps, PlanReads, model_files
@@ -171,7 +171,10 @@ class Engine:
         self.settings = settings
         self.registry = registry
         broker = Broker(
-            profile=settings.profile, budget=budget_of(settings), parallel=settings.parallel
+            profile=settings.profile,
+            budget=budget_of(settings),
+            parallel=settings.parallel,
+            parallel_device=settings.parallel_device,
         )
         self.supervisor = Supervisor(
             registry,
@@ -353,9 +356,36 @@ class Engine:
         graph, target = parse_request(request)
         planned = plan(graph, target, self.registry, fingerprint=self._fingerprint)
         issues = [i for n in graph.nodes if n.id in planned for i in _wire_issues(n)]
+        if not issues:
+            issues = [i for n in graph.nodes if n.id in planned for i in self._model_issues(n)]
         if issues:
             raise GraphInvalid(issues)
         return planned
+
+    def _model_issues(self, node: GraphNode) -> list[Issue]:
+        """The model folders ``node`` picks by name that are not installed: found at submit,
+        before its pack's venv is built or a worker starts. Only the catalogs a node loads a
+        folder of by its name alone (``MODEL_ARCHITECTURES``: llm, embeddings) are checked
+        here; a node that falls back to other files when its pick is missing says so itself."""
+        entry = self.registry.lookup(node.type)
+        if entry is None:
+            return []
+        issues = []
+        for param in entry.descriptor.params:
+            category = param.options_from
+            if category not in MODEL_ARCHITECTURES:
+                continue
+            value = node.params.get(param.key, param.default)
+            if not isinstance(value, str) or any(o.value == value for o in param.options):
+                continue
+            if value and self.catalogs.has(category, value):
+                continue
+            if not value:  # the first folder of the architecture the param declares
+                arch = entry.descriptor.architecture(param.key)
+                if narrow(category, arch, self.catalogs.entries(category), self.catalogs):
+                    continue
+            issues.append(_missing_model(node, param.key, category, value, self.catalogs))
+        return issues
 
     async def run(self, request: Any, listener: RunListener | None = None) -> RunResult:
         """Run a request to completion; the target's outputs stay valid while cached."""
@@ -435,6 +465,28 @@ class Engine:
             stamp = "missing" if path is None else self.model_stamps.stamp(path)
             parts.append(f"{name}={stamp}")
         return "|".join(p for p in parts if p) or None
+
+
+def _missing_model(
+    node: GraphNode, key: str, category: str, value: str, catalogs: ModelCatalogs
+) -> Issue:
+    """The issue of a model folder a node picks that is not installed, with how to get one."""
+    where = " or ".join(str(root / category) for root in catalogs.roots)
+    fetch = (
+        f"inline models import hf:ORG/NAME --as {value}"
+        if value
+        else "inline models import hf:ORG/NAME"
+    )
+    what = f"model '{value}' is not in {where}" if value else f"no {category} model is in {where}"
+    return Issue(
+        code="missing_model",
+        message=f"Node '{node.id}': {what}. Fetch one with `{fetch}` (or write tiny demo models "
+        "with `inline demo models`).",
+        node_id=node.id,
+        path=f"$.graph.nodes[{node.index}].params.{key}",
+        expected=f"a folder in {category}/",
+        got=value,
+    )
 
 
 def _wire_issues(node: GraphNode) -> list[Issue]:

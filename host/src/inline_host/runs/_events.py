@@ -40,6 +40,7 @@ __all__ = (
     "SnapshotEvent",
     "Subscriber",
     "encode_event",
+    "events_vocabulary",
 )
 
 TERMINAL: Final = frozenset({"run_done", "error", "cancelled"})
@@ -214,3 +215,44 @@ class Broadcaster:
         queued = Event(event, coalesce)
         for sub in self.subscribers:
             sub.push(queued)
+
+
+def _type_name(tp: Any) -> str:
+    """A field's type, as the docs show it (``UNSET`` is "optional", not a type)."""
+    args = [a for a in getattr(tp, "__args__", ()) if a is not UnsetType]
+    origin = getattr(tp, "__origin__", None)
+    if origin is None and args:  # a union
+        return " or ".join("null" if a is type(None) else _type_name(a) for a in args)
+    if origin in (list, tuple):
+        return f"list of {_type_name(args[0])}" if args else "list"
+    if origin is dict:
+        return "object"
+    names = {str: "string", int: "integer", float: "number", bool: "boolean"}
+    return names.get(tp, getattr(tp, "__name__", str(tp)))
+
+
+def events_vocabulary() -> str:
+    """Markdown: every message type of ``WS /v1/runs/{runId}/events``, its meaning and fields
+    (made from the typed events themselves, so the docs cannot drift from them)."""
+    lines = [
+        "Every message of `WS /v1/runs/{runId}/events` is one JSON object whose `type` says which"
+        " of these it is; each carries `runId`. The first is always a `snapshot`; the last is"
+        " exactly one of `run_done`, `error` or `cancelled`, then the server closes (1000). An"
+        " unknown run closes with 4404. Fields marked optional may be absent.",
+        "",
+        "| type | meaning | fields |",
+        "|---|---|---|",
+    ]
+    for cls in RunEvent.__args__:
+        info = msgspec.inspect.type_info(cls)
+        assert isinstance(info, msgspec.inspect.StructType)
+        fields = []
+        for f in msgspec.structs.fields(cls):
+            if f.encode_name == "runId":
+                continue
+            optional = " (optional)" if f.default is UNSET else ""
+            fields.append(f"`{f.encode_name}`: {_type_name(f.type)}{optional}")
+        doc = " ".join((cls.__doc__ or "").split()).replace("``", "`")
+        tag = info.tag
+        lines.append(f"| `{tag}` | {doc} | {'; '.join(fields) or '-'} |")
+    return "\n".join(lines)

@@ -38,6 +38,8 @@ def take_view(t: TakeRecord) -> Take:
         hash=t.hash,
         params=t.params,
         created_at=t.created_at,
+        output=t.port,
+        url=f"/v1/takes/{t.id}/bytes",
     )
 
 

@@ -11,6 +11,7 @@ from inline_core import Plan
 from inline_sdk.protocol import InlineBytes, Preview, Progress, Stream
 from msgspec import UNSET
 
+from .._values import PREPARING
 from ._events import (
     Broadcaster,
     DeltaEvent,
@@ -126,6 +127,8 @@ class LiveRun:
         if state is not None:
             state.state, state.fraction = ("cached" if cached else "done"), 1.0
             state.partial = None  # the output is whole now (a take, or the node's value)
+            if state.phase == PREPARING:  # its venv was built, then it said nothing more
+                state.phase = state.status = None
             self._pieces.pop(node_id, None)
 
     def node_failed(self, node_id: str, message: str) -> None:

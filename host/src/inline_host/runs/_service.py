@@ -298,6 +298,33 @@ class RunService:
             )
         return out
 
+    def listed(self, statuses: tuple[str, ...], limit: int) -> list[RunSummary]:
+        """Runs whose status is one of ``statuses``, finished ones too, newest first, at most
+        ``limit``: the store's rows, with the live state of runs still in memory."""
+        positions = {run.id: i for i, run in enumerate(self.queue)}
+        wanted = set(statuses)
+        rows = self.store.recent(tuple(wanted | {"queued", "running"}), limit + len(self.runs))
+        out = []
+        for run_id, status, target, fraction in rows:
+            run = self.runs.get(run_id)
+            if run is not None:
+                status, fraction = run.status, run.fraction()
+            if status not in wanted:
+                continue
+            queued = status == "queued" and run is not None
+            out.append(
+                RunSummary(
+                    run_id=run_id,
+                    status=status,
+                    target=target,
+                    fraction=fraction,
+                    queue_position=positions.get(run_id) if queued else None,
+                )
+            )
+            if len(out) == limit:
+                break
+        return out
+
     def load(self) -> dict[str, Any]:
         """Runs executing and queued now, the most at once, and node slots with waiters."""
         running = sum(1 for r in self.runs.values() if r.status == "running")

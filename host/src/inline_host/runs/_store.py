@@ -291,6 +291,18 @@ class RunStore:
             ).fetchall()
         return [_run(r) for r in rows]
 
+    def recent(self, statuses: tuple[str, ...], limit: int) -> list[tuple[str, str, str, float]]:
+        """``(run_id, status, target, fraction)`` of the newest ``limit`` runs whose status is one
+        of ``statuses``, newest first."""
+        marks = ", ".join("?" for _ in statuses)
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT run_id, status, target, json_extract(CAST(state AS TEXT), '$.fraction')"
+                f" FROM runs WHERE status IN ({marks}) ORDER BY seq DESC LIMIT ?",
+                (*statuses, limit),
+            ).fetchall()
+        return [(r[0], r[1], r[2], float(r[3] or 0.0)) for r in rows]
+
     # takes ------------------------------------------------------------------------------------
     def add_takes(self, run_id: str, takes: list[TakeRecord]) -> None:
         """Store new takes and link them to ``run_id``, in one transaction."""

@@ -47,7 +47,10 @@ class RunError(msgspec.Struct, frozen=True, omit_defaults=True, rename="camel"):
 
 
 class Take(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """A take as /v1 shows it (contract 6.1)."""
+    """A take as /v1 shows it (contract 6.1), and two fields of ours after the contract's:
+    ``output``, the node's output port it came from (a node with several outputs makes several
+    takes), and ``url``, where its bytes are served (``uri`` stays the contract's server-local
+    path, which Studio's in-process path copies)."""
 
     id: str
     run_id: str
@@ -57,6 +60,8 @@ class Take(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     hash: str
     params: dict[str, Any]
     created_at: int
+    output: str
+    url: str
 
 
 class RunState(msgspec.Struct, kw_only=True, rename="camel"):
@@ -72,7 +77,7 @@ class RunState(msgspec.Struct, kw_only=True, rename="camel"):
 
 
 class RunSummary(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """One live run in ``GET /v1/runs``."""
+    """One run in ``GET /v1/runs`` (the live queue; finished runs too with ``status=``)."""
 
     run_id: str
     status: str

@@ -5,6 +5,7 @@ from ._broker import Broker
 from ._bulk import HostBulk
 from ._inventory import probe
 from ._launcher import LaunchedWorker, LaunchFailed, WorkerLauncher
+from ._parallel import parallel_problem
 from ._process import SecretsReader, WorkerProcess
 from ._ray_connect import join_cluster
 from ._supervisor import Supervisor
@@ -19,5 +20,6 @@ __all__ = (
     "WorkerLauncher",
     "WorkerProcess",
     "join_cluster",
+    "parallel_problem",
     "probe",
 )

@@ -21,7 +21,7 @@ from inline_core._policy import GPU_RESERVE, RAM_SHARE, Profile
 from inline_sdk.protocol import ComponentPlan, HeldModel, Holding, PlaceAsk, Placed
 
 from ._inventory import probe
-from ._parallel import parse_parallel, plan_parallel
+from ._parallel import parallel_problem, parse_parallel, plan_parallel
 
 #: How long the broker waits for a worker to report after it was asked to evict.
 EVICT_WAIT = 30.0
@@ -51,11 +51,15 @@ class Broker:
         profile: str | None = None,
         budget: Budget | None = None,
         parallel: str | None = None,
+        parallel_device: str | None = None,
     ) -> None:
         parse_parallel(parallel)  # a malformed INLINE_PARALLEL fails at startup, named
-        #: ``INLINE_PARALLEL`` as set (see ``_parallel``).
-        self.parallel = parallel
+        #: ``INLINE_PARALLEL`` as set (see ``_parallel``), and ``INLINE_PARALLEL_DEVICE``.
+        self.parallel, self.parallel_device = parallel, parallel_device
         self.inventory = inventory if inventory is not None else probe()
+        problem = parallel_problem(parallel, self.inventory, parallel_device)
+        if problem is not None:  # degrees that do not match the GPUs never run as CPU ranks
+            raise ValueError(problem)
         default = "gpu-max" if self.inventory.gpus else "cpu"
         chosen = profile or default
         if chosen not in PROFILES:
@@ -147,7 +151,9 @@ class Broker:
         if chosen.fits:
             for c in chosen.components:
                 self._plans[(key, c.name)] = {"reason": chosen.reason}
-        return _answer(ask, chosen, plan_parallel(self.parallel, self.inventory, chosen))
+        return _answer(
+            ask, chosen, plan_parallel(self.parallel, self.inventory, chosen, self.parallel_device)
+        )
 
     def _shrunk(self, device: str, room: int) -> Budget:
         if device.startswith("cuda"):

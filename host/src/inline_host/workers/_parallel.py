@@ -1,11 +1,12 @@
 """The multi-GPU split the broker hands a worker in ``Placed``: which sequence-parallel plan, on
 which devices.
 
-``INLINE_PARALLEL`` (``--multi-gpu`` sets ``auto``): unset or ``auto`` splits one image across
-every GPU when there is more than one (Ulysses when every GPU has NVLink, ring over PCIe, as the
-policy detects with nvidia-ml-py); ``off`` never splits; explicit degrees (``ulysses=2``,
-``ring=2``, ``ulysses=2,ring=2``) multiply to the world size and force a group of that many ranks,
-on the GPUs when there are enough, else on the CPU (a gloo group: what the tests run).
+``INLINE_PARALLEL``: unset or ``auto`` splits one image across every GPU when there is more than
+one (Ulysses when every GPU has NVLink, ring over PCIe, as the policy detects with nvidia-ml-py);
+``off`` never splits; explicit degrees (``ulysses=2``, ``ring=2``, ``ulysses=2,ring=2``) multiply
+to the world size, which must equal the number of GPUs: anything else is refused at start
+(``parallel_problem``: one line, exit 2), never run silently on CPU ranks. CPU ranks (a gloo
+group: what the tests and ``bench/parallel_cpu.py`` run) only with ``INLINE_PARALLEL_DEVICE=cpu``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from inline_core import Inventory, Placement
 
 KINDS: Final = ("ulysses", "ring")
 OFF: Final = ("off", "none", "0", "false")
+#: ``INLINE_PARALLEL_DEVICE``: ``cpu`` runs explicit degrees as CPU ranks (gloo)
+DEVICES: Final = ("cpu", "cuda")
 
 
 def parse_parallel(raw: str | None) -> dict[str, int] | None:
@@ -41,10 +44,43 @@ def parse_parallel(raw: str | None) -> dict[str, int] | None:
     return degrees
 
 
+def parallel_problem(
+    raw: str | None, inventory: Inventory, device: str | None = None
+) -> str | None:
+    """Why ``INLINE_PARALLEL`` (and ``INLINE_PARALLEL_DEVICE``) cannot run on this machine, as
+    one line; None when they can."""
+    try:
+        degrees = parse_parallel(raw)
+    except ValueError as exc:
+        return str(exc)
+    where = (device or "").strip().lower()
+    if where and where not in DEVICES:
+        return f"INLINE_PARALLEL_DEVICE={device!r}: expected 'cpu' (CPU ranks on gloo) or 'cuda'"
+    if not degrees:  # auto or off: whatever the hardware has
+        return None
+    world = math.prod(degrees.values())
+    if where == "cpu" and degrees.get("ring", 1) > 1:
+        return (
+            f"INLINE_PARALLEL={raw}: ring attention is not built for CPU ranks (it needs a CUDA "
+            f"attention kernel): use ulysses={world}"
+        )
+    if where == "cpu" or world < 2:
+        return None
+    gpus = len(inventory.gpus)
+    if gpus != world:
+        return (
+            f"INLINE_PARALLEL={raw}: {world} ranks need {world} GPUs and this machine has {gpus} "
+            "(degrees must equal the number of GPUs; INLINE_PARALLEL_DEVICE=cpu runs them as "
+            "CPU ranks)"
+        )
+    return None
+
+
 def plan_parallel(
-    raw: str | None, inventory: Inventory, placement: Placement
+    raw: str | None, inventory: Inventory, placement: Placement, device: str | None = None
 ) -> tuple[str | None, list[str]]:
-    """The plan (``ulysses=2``) and one device per rank for ``placement``; (None, []) alone."""
+    """The plan (``ulysses=2``) and one device per rank for ``placement``; (None, []) alone.
+    Explicit degrees run on the GPUs, or as CPU ranks with ``device`` ``cpu``."""
     degrees = parse_parallel(raw)
     gpus = inventory.gpus if placement.device.startswith("cuda") else ()
     if degrees is None:  # by the hardware
@@ -57,6 +93,8 @@ def plan_parallel(
     if world < 2:
         return None, []
     plan = ",".join(f"{k}={degrees[k]}" for k in KINDS if k in degrees)
-    if len(gpus) >= world:
-        return plan, [f"cuda:{g.index}" for g in gpus[:world]]
-    return plan, ["cpu"] * world
+    if (device or "").strip().lower() == "cpu":
+        return plan, ["cpu"] * world
+    if len(gpus) == world:
+        return plan, [f"cuda:{g.index}" for g in gpus]
+    return None, []  # refused at start (parallel_problem); a model placed off the GPUs: alone

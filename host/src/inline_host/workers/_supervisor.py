@@ -30,10 +30,11 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 from inline_registry import MergedRegistry, RegistryError, prepare_env
+from inline_sdk.protocol import Progress
 
 from .._errors import PackStartFailed
 from .._settings import Settings
-from .._values import EventCallback, HostValue, owned_handles
+from .._values import PREPARING, EventCallback, HostValue, owned_handles
 from ._broker import Broker
 from ._bulk import HostBulk
 from ._choice import Launchers
@@ -44,6 +45,11 @@ if TYPE_CHECKING:
     from ._serve import ServeDeployments, ServedPack
 
 log = logging.getLogger("inline.workers")
+
+
+def preparing(pack: str) -> str:
+    """What a node's progress says while its pack's venv is built on first use."""
+    return f"Preparing the venv of pack '{pack}' (first use; torch packs take a minute)"
 
 
 class Supervisor:
@@ -285,6 +291,10 @@ class Supervisor:
         )
         # which model a call picks matters only where there is a replica to choose
         wants = self._models_of(node_type, params) if self.replicas(pack) > 1 else frozenset()
+        info = self.registry.packs.get(pack)
+        if on_event is not None and info is not None and not info.env.ready:
+            # its venv is built on this first call (tens of seconds for torch): say so
+            on_event(Progress(id=0, phase=PREPARING, fraction=0.0, status=preparing(pack)))
         proc = await self.worker(pack, owner=owner, wants=wants)
         return await proc.call(
             node_type,

@@ -86,6 +86,8 @@ class Placement:
     #: The broker's sequence-parallel plan (``ulysses=2``) and one device per rank.
     parallel: str | None = None
     devices: tuple[str, ...] = ()
+    #: The policy's SDPA kernel (``runtime._attention``: flash / efficient on CUDA).
+    attention: str = "sdpa"
 
 
 def default_placement(nbytes: int) -> Placement:

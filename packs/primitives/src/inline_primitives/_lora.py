@@ -364,6 +364,10 @@ class LoraWeights:
         """Make the transformer's weights this stack's (restoring what others changed)."""
         use_loras(self._module, self._model_file, self._value)
 
+    def stack_data(self) -> Any:
+        """The stack as plain data (what a worker group's ranks apply to their own copies)."""
+        return msgspec.to_builtins(as_stack(self._value))
+
 
 def lora_weights(module: Any, model_file: str, value: Any) -> LoraWeights:
     """The stack on ``value`` (a ``lora`` input; ``None``: none), to be applied by the

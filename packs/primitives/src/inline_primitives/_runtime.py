@@ -62,6 +62,7 @@ def plan_placement(plan: ComponentPlan, placed: Placed) -> Placement:
         tiling=placed.vae_tiling and plan.role == "vae",
         parallel=getattr(placed, "parallel", None) if plan.role == "diffusion" else None,
         devices=tuple(getattr(placed, "devices", ())) if plan.role == "diffusion" else (),
+        attention=str(getattr(placed, "attention", "sdpa")),
     )
 
 
@@ -153,6 +154,7 @@ def _modules(cache: ModelCache) -> list[Any]:
 
 def _model(cache: ModelCache, det: Detection, where: Placement) -> Any:
     module = load_placed(det, where)
+    module._inline_attention = where.attention  # the kernel the denoisers run (``runtime``)
     if where.parallel:  # the runtime's denoiser runs it in a worker group (``runtime``)
         module._inline_parallel = (where.parallel, where.devices)
     if where.offload == "model":  # one model-offloaded component on the device at a time

@@ -6,14 +6,17 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from inline_sdk import Context, Param
-from inline_sdk.chat import ChatCompletion, Completion, Usage
+from inline_sdk.chat import ChatCompletion, Completion, TokenLogprob, TopLogprob, Usage
 
 from ._card import budget, cache_length
-from ._generate import IncrementalDecoder, run_generate, sampling
+from ._generate import IncrementalDecoder, LogprobRecorder, penalties, run_generate, sampling
+from ._grammar import check_format, ebnf, logits_processor, tool_call_ebnf, tool_call_schema
 from ._load import find_model, load
 from ._parse import THINK_OPEN, ReplyParser
 
 ROLES = frozenset({"system", "user", "assistant", "tool"})
+#: ``reasoning_effort`` values that turn a thinking model's thinking off.
+NO_THINKING = frozenset({"none", "minimal"})
 
 
 def build_messages(
@@ -55,21 +58,42 @@ def normalize_tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def render_prompt(
-    tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+    tokenizer: Any,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]],
+    template: bool = True,
+    reasoning_effort: str = "",
 ) -> str:
-    """The prompt through the tokenizer's own chat template (``tools=`` when tools are given)."""
+    """The prompt through the tokenizer's own chat template (``tools=`` when tools are given);
+    without ``template``, the messages' text as it is, joined (a raw completion). A
+    ``reasoning_effort`` reaches the template as itself (gpt-oss reads it) and as
+    ``enable_thinking`` (Qwen3: off for ``none`` and ``minimal``); templates ignore what they
+    do not read."""
+    if not template:
+        return "".join(m["content"] for m in messages)
     if getattr(tokenizer, "chat_template", None):
+        effort: dict[str, Any] = {}
+        if reasoning_effort:
+            thinking = reasoning_effort not in NO_THINKING
+            effort = {"reasoning_effort": reasoning_effort, "enable_thinking": thinking}
         return tokenizer.apply_chat_template(
-            messages, tools=tools or None, add_generation_prompt=True, tokenize=False
+            messages, tools=tools or None, add_generation_prompt=True, tokenize=False, **effort
         )
     # a base model without a template: the conversation as plain text
     return "\n\n".join(m["content"] for m in messages) + "\n\n"
 
 
 class Complete(
-    ChatCompletion, type="text/complete", title="Complete (LLM)", category="Text", icon="message"
+    ChatCompletion,
+    type="text/complete",
+    title="Complete (LLM)",
+    category="Text",
+    icon="message",
+    version="1.2.0",
 ):
-    """A causal LM's reply: content and thinking streamed, tool calls parsed."""
+    """A causal LM's reply: content and thinking streamed, tool calls parsed; a
+    ``response_format`` and a forced tool call (``tool_choice``, ``tool_name``) by constrained
+    decoding; ``template`` off for a raw completion."""
 
     def complete(
         self,
@@ -89,13 +113,42 @@ class Complete(
         messages: Annotated[list[dict[str, Any]], Param("Messages", internal=True)] = [],  # noqa: B006
         tools: Annotated[list[dict[str, Any]], Param("Tools", internal=True)] = [],  # noqa: B006
         stop: Annotated[list[str], Param("Stop strings", internal=True)] = [],  # noqa: B006
+        response_format: Annotated[dict[str, Any], Param("Response format", internal=True)] = {},  # noqa: B006
+        presence_penalty: Annotated[
+            float, Param("Presence penalty", min=-2.0, max=2.0, step=0.1, advanced=True)
+        ] = 0.0,
+        frequency_penalty: Annotated[
+            float, Param("Frequency penalty", min=-2.0, max=2.0, step=0.1, advanced=True)
+        ] = 0.0,
+        template: Annotated[bool, Param("Chat template", internal=True)] = True,
+        tool_choice: Annotated[
+            str, Param("Tool choice", options=["auto", "required"], internal=True)
+        ] = "auto",
+        tool_name: Annotated[str, Param("Tool to call", internal=True)] = "",
+        reasoning_effort: Annotated[
+            str,
+            Param(
+                "Reasoning effort",
+                options=["", "none", "minimal", "low", "medium", "high"],
+                advanced=True,
+            ),
+        ] = "",
+        logprobs: Annotated[bool, Param("Log-probabilities", internal=True)] = False,
+        top_logprobs: Annotated[
+            int, Param("Top log-probabilities", min=0, max=20, internal=True)
+        ] = 0,
     ) -> Completion:
-        conversation = build_messages(messages, system, prompt)
+        conversation = build_messages(messages, "" if not template else system, prompt)
         specs = normalize_tools(tools)
+        schema = check_format(response_format)
+        grammar = ebnf(schema) if schema is not None else None
+        if grammar is None and specs and (tool_choice == "required" or tool_name):
+            grammar = tool_call_ebnf(tool_call_schema(specs, tool_name))
+        plain = schema is not None or not template
         ctx.phase("loading", "Loading model…")
         loaded = load(ctx.memory, find_model(ctx.models_dir, model, "causal"), "causal")
         tokenizer = loaded.tokenizer
-        text = render_prompt(tokenizer, conversation, specs)
+        text = render_prompt(tokenizer, conversation, specs, template, reasoning_effort)
         ids = tokenizer(text, add_special_tokens=False)["input_ids"]
         total = cache_length(
             loaded.card, getattr(loaded.model.config, "max_position_embeddings", None)
@@ -116,10 +169,18 @@ class Complete(
             ),
             stops=[s for s in stop if s],
             log=ctx.log,
-            thinking_open=text.rstrip().endswith(THINK_OPEN),
+            thinking_open=template and text.rstrip().endswith(THINK_OPEN),
+            plain=plain,
         )
         decoder = IncrementalDecoder(tokenizer)
         ctx.phase("generate", "Generating…")
+        recorders: list[LogprobRecorder] = []
+
+        def recording() -> LogprobRecorder | None:  # one per try (a compile retry starts anew)
+            if not logprobs:
+                return None
+            recorders[:] = [LogprobRecorder(top_logprobs)]
+            return recorders[0]
 
         def on_token(token: int) -> None:
             ctx.check_cancelled()  # cancel works between tokens
@@ -133,6 +194,11 @@ class Complete(
             on_token=on_token,
             cache_length=total,
             max_new_tokens=fit.reply,
+            processors=lambda: [
+                recording(),
+                penalties(presence_penalty, frequency_penalty, len(ids)),
+                logits_processor(loaded, grammar) if grammar is not None else None,
+            ],
             **sampling(temperature, top_p),
         )
         ctx.check_cancelled()
@@ -142,10 +208,43 @@ class Complete(
         eos_ids = set(eos if isinstance(eos, list) else [eos]) if eos is not None else set()
         hit_eos = bool(generated) and generated[-1] in eos_ids
         cut = not parser.stopped and not hit_eos and len(generated) >= fit.reply
+        scored: tuple[TokenLogprob, ...] = ()
+        if recorders:
+            recorders[0].finish(generated)
+            scored = token_logprobs(tokenizer, recorders[0], eos_ids)
         return Completion(  # with tool calls the base reports finish_reason "tool_calls"
             text=parser.text,
             thinking=parser.reasoning,
             tool_calls=tuple(parser.calls),
             finish_reason="length" if cut else "stop",
             usage=Usage(prompt_tokens=len(ids), completion_tokens=len(generated)),
+            logprobs=scored,
         )
+
+
+def token_logprobs(
+    tokenizer: Any, recorded: LogprobRecorder, eos_ids: set[int]
+) -> tuple[TokenLogprob, ...]:
+    """What ``recorded`` kept as the SDK's ``TokenLogprob`` entries (the end-of-sequence token,
+    which is no text, left out)."""
+
+    def text(token: int) -> str:
+        return tokenizer.decode([token])
+
+    out = []
+    for token, logprob, top in zip(recorded.tokens, recorded.logprobs, recorded.tops, strict=True):
+        if token in eos_ids:
+            continue
+        piece = text(token)
+        out.append(
+            TokenLogprob(
+                token=piece,
+                logprob=logprob,
+                bytes=tuple(piece.encode()),
+                top_logprobs=tuple(
+                    TopLogprob(token=text(t), logprob=v, bytes=tuple(text(t).encode()))
+                    for t, v in top
+                ),
+            )
+        )
+    return tuple(out)

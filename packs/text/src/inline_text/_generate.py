@@ -101,6 +101,66 @@ def generation_config(loaded: Loaded, *, cache_length: int, compile_: bool, **kw
     return config
 
 
+def penalties(presence: float, frequency: float, prompt_length: int) -> Any:
+    """OpenAI's ``presence_penalty`` / ``frequency_penalty`` as a logits processor: each token's
+    logit lowered by ``presence`` once it appeared in the reply, and by ``frequency`` times how
+    often (the prompt does not count). None when both are 0."""
+    if not presence and not frequency:
+        return None
+    import torch
+    from transformers import LogitsProcessor
+
+    class _Penalties(LogitsProcessor):
+        def __call__(self, input_ids: Any, scores: Any) -> Any:
+            reply = input_ids[:, prompt_length:]
+            if reply.shape[1] == 0:
+                return scores
+            counts = torch.zeros_like(scores).scatter_add_(
+                1, reply, torch.ones_like(reply, dtype=scores.dtype)
+            )
+            return scores - frequency * counts - presence * (counts > 0).to(scores.dtype)
+
+    return _Penalties()
+
+
+class LogprobRecorder:
+    """A logits processor (first in the list: it sees the model's own logits) that keeps each
+    generated token's log-probability and the ``top`` likeliest tokens at its position. A
+    position's token is known at the next step (the last input id) or, for the last one, from
+    the output (``finish``)."""
+
+    def __init__(self, top: int) -> None:
+        self.top = top
+        self.tokens: list[int] = []
+        self.logprobs: list[float] = []
+        self.tops: list[list[tuple[int, float]]] = []
+        self._last: Any = None
+
+    def __call__(self, input_ids: Any, scores: Any) -> Any:
+        import torch
+
+        if self._last is not None:
+            self._take(int(input_ids[0, -1]))
+        self._last = torch.log_softmax(scores[0].float(), dim=-1)
+        return scores
+
+    def _take(self, token: int) -> None:
+        last = self._last
+        self.tokens.append(token)
+        self.logprobs.append(float(last[token]))
+        if self.top:
+            values, ids = last.topk(self.top)
+            self.tops.append(list(zip(ids.tolist(), values.tolist(), strict=True)))
+        else:
+            self.tops.append([])
+        self._last = None
+
+    def finish(self, generated: list[int]) -> None:
+        """Record the last generated token (its position was scored, never fed back)."""
+        if self._last is not None and len(self.tokens) < len(generated):
+            self._take(generated[len(self.tokens)])
+
+
 def sampling(temperature: float, top_p: float, num_beams: int = 1) -> dict[str, Any]:
     """``generate``'s sampling arguments (temperature 0: greedy)."""
     if temperature <= 0:
@@ -125,10 +185,12 @@ def run_generate(
     stop: Callable[[], bool],
     on_token: Callable[[int], None] | None,
     cache_length: int,
+    processors: Callable[[], list[Any]] = list,
     **kw: Any,
 ) -> Any:
     """``model.generate`` on ``inputs``; compiled when the model may be, else (and after a compile
-    failure) eager. The output ids."""
+    failure) eager. ``processors`` makes the logits processors of one try (a grammar's holds
+    its state: a retry starts a new one). The output ids."""
     import torch
 
     has_prompt = not loaded.model.config.is_encoder_decoder
@@ -152,6 +214,7 @@ def run_generate(
                         generation_config=config,
                         streamer=sink,
                         stopping_criteria=stopping(stop),
+                        logits_processor=_processor_list(processors()),
                     )
             except Exception as exc:
                 if not compile_ or _is_cancel(exc):
@@ -162,6 +225,12 @@ def run_generate(
                     loaded.folder.name, type(exc).__name__, exc,
                 )  # fmt: skip
     raise AssertionError("unreachable")
+
+
+def _processor_list(processors: list[Any]) -> Any:
+    from transformers import LogitsProcessorList
+
+    return LogitsProcessorList([p for p in processors if p is not None])
 
 
 def _is_cancel(exc: BaseException) -> bool:

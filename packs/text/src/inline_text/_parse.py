@@ -8,7 +8,9 @@ is held back until the next piece decides, so no part of a tag ever reaches the 
 whose JSON does not parse stays content, tags included, with a warning.
 
 Whitespace at the start and end of each section is dropped (the template's newlines around the
-tags), so what is streamed is exactly the final value of each output.
+tags), so what is streamed is exactly the final value of each output. A ``plain`` parser (a raw
+completion, a reply under a grammar) knows no tags and keeps the text exactly as decoded: only
+stop strings apply.
 """
 
 from __future__ import annotations
@@ -73,9 +75,15 @@ class _Out:
     text: str = ""
     pending: str = ""
     started: bool = False
+    #: drop the whitespace around the section (False: the text exactly as decoded)
+    strip: bool = True
 
     def push(self, piece: str) -> None:
         if not piece:
+            return
+        if not self.strip:
+            self.text += piece
+            self.emit(self.section, piece)
             return
         if not self.started:
             piece = piece.lstrip()
@@ -102,6 +110,8 @@ class ReplyParser:
     log: logging.Logger = field(default_factory=lambda: logging.getLogger("inline.text"))
     #: the template ended its prompt inside an open think block (``enable_thinking`` templates)
     thinking_open: bool = False
+    #: no tags at all: everything is content (a raw completion, a reply under a grammar)
+    plain: bool = False
     calls: list[ToolCall] = field(default_factory=list)
     stopped: bool = False
     _buf: str = ""
@@ -110,9 +120,9 @@ class ReplyParser:
     _saw_content: bool = False
 
     def __post_init__(self) -> None:
-        self.content = _Out("content", self.emit)
+        self.content = _Out("content", self.emit, strip=not self.plain)
         self.thinking = _Out("thinking", self.emit)
-        if self.thinking_open:
+        if self.thinking_open and not self.plain:
             self._mode = "thinking"
 
     @property
@@ -158,8 +168,8 @@ class ReplyParser:
                 if not self._step(self.thinking, {THINK_CLOSE: "content"}, final):
                     return
                 continue
-            tags = {CALL_OPEN: "call"}
-            if not self._saw_content and not self.reasoning:
+            tags = {} if self.plain else {CALL_OPEN: "call"}
+            if not self.plain and not self._saw_content and not self.reasoning:
                 tags[THINK_OPEN] = "thinking"  # a think block only opens the reply
             if not self._step(self.content, tags, final):
                 return

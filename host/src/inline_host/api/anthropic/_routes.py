@@ -17,16 +17,17 @@ import logging
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from contextlib import aclosing
 from functools import partial
-from typing import Any, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import msgspec
 from inline_core import DocumentInvalid
 from inline_sdk import Descriptor
 from inline_sdk.chat import read_completion
-from litestar import Controller, MediaType, Request, Response, post
+from litestar import Controller, MediaType, Request, Response, get, post
 from litestar.background_tasks import BackgroundTask
 from litestar.di import NamedDependency, Provide
 from litestar.exceptions import HTTPException
+from litestar.params import FromPath, QueryParameter
 from litestar.response import Stream
 
 from ...runs import Conflict, QueueFull, RunService, StorageFailing
@@ -57,6 +58,7 @@ from ._messages import (
     tool_uses,
     usage_of,
 )
+from ._models_list import ModelInfo, ModelPage, model_info, model_page
 from ._schemas import (
     AnthropicError,
     CountTokensRequest,
@@ -205,6 +207,24 @@ class AnthropicController(Controller):
         "attempts": Provide(provide_attempts, sync_to_thread=False),
         "listeners": Provide(provide_listeners, sync_to_thread=False),
     }
+
+    @get("/models", summary="Anthropic models: the chat models, paged")
+    async def list_models(
+        self,
+        models: NamedDependency[ModelsService],
+        after_id: Annotated[str | None, QueryParameter(description="Page after this id")] = None,
+        before_id: Annotated[str | None, QueryParameter(description="Page before this id")] = None,
+        limit: Annotated[int | None, QueryParameter(description="1 to 1000, 20 by default")] = None,
+    ) -> ModelPage:
+        """The chat models (local folders, hosted models whose key is stored)."""
+        return await model_page(models, after_id, before_id, limit)
+
+    @get("/models/{model_id:path}", summary="Anthropic models: one chat model")
+    async def get_model(
+        self, models: NamedDependency[ModelsService], model_id: FromPath[str]
+    ) -> ModelInfo:
+        """One chat model (a 404 in Anthropic's shape when there is none)."""
+        return await model_info(models, model_id.lstrip("/"))
 
     @post("/messages", status_code=200, summary="Anthropic Messages: each reply a durable run")
     async def messages(

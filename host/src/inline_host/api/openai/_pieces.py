@@ -80,3 +80,34 @@ async def streamed(
                 pending, sent_at = [], now
     finally:
         service.unsubscribe(run_id, sub)
+
+
+async def merged(
+    service: Subscriptions, run_ids: list[str], node_id: str, interval: float = STREAM_INTERVAL
+) -> AsyncIterator[tuple[int, list[tuple[str, str]]]]:
+    """``streamed`` of several runs (the choices of one request) as they come: ``(i, pieces)``
+    with ``i`` the index of the run in ``run_ids``, then ``(i, [])`` once run ``i`` ended."""
+    if len(run_ids) == 1:  # the common case: no task group, no channel
+        async for pieces in streamed(service, run_ids[0], node_id, interval):
+            yield 0, pieces
+        yield 0, []
+        return
+    send, receive = anyio.create_memory_object_stream[tuple[int, list[tuple[str, str]]]](
+        len(run_ids)
+    )
+
+    async def follow(i: int, run_id: str) -> None:
+        async for pieces in streamed(service, run_id, node_id, interval):
+            await send.send((i, pieces))
+        await send.send((i, []))
+
+    async with anyio.create_task_group() as tg, receive:
+        async with send:
+            for i, run_id in enumerate(run_ids):
+                tg.start_soon(follow, i, run_id, name=f"stream {run_id}")
+            ended = 0
+            while ended < len(run_ids):
+                i, pieces = await receive.receive()
+                ended += not pieces
+                yield i, pieces
+        tg.cancel_scope.cancel()

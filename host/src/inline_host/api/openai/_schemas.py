@@ -26,7 +26,8 @@ class StreamOptions(msgspec.Struct, frozen=True):
 
 
 class ChatRequest(msgspec.Struct, frozen=True):
-    """``POST /openai/v1/chat/completions`` (unknown fields ignored, as OpenAI's servers do)."""
+    """``POST /openai/v1/chat/completions`` (the fields read; every other field of the body is
+    refused by name before this is decoded: ``_chat.check_fields``)."""
 
     model: str
     messages: list[dict[str, Any]]
@@ -41,7 +42,51 @@ class ChatRequest(msgspec.Struct, frozen=True):
     stop: str | list[str] | None = None
     tools: list[Tool] | None = None
     tool_choice: Any = None
+    parallel_tool_calls: bool | None = None
     user: str | None = None
+    response_format: dict[str, Any] | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    reasoning_effort: str | None = None
+    logprobs: bool | None = None
+    top_logprobs: int | None = None
+
+
+class CompletionRequest(msgspec.Struct, frozen=True):
+    """``POST /openai/v1/completions`` (the legacy text completion: a prompt in, text out)."""
+
+    model: str
+    prompt: str | list[str]
+    stream: bool = False
+    stream_options: StreamOptions | None = None
+    max_tokens: int | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    seed: int | None = None
+    n: int | None = None
+    stop: str | list[str] | None = None
+    user: str | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+
+
+class TextChoice(msgspec.Struct, frozen=True):
+    index: int
+    text: str
+    finish_reason: str | None = None
+    logprobs: None = None
+
+
+class TextCompletion(msgspec.Struct, frozen=True):
+    """A ``/completions`` answer, and (``choices`` with a piece each) one of its stream chunks."""
+
+    id: str
+    created: int
+    model: str
+    choices: list[TextChoice]
+    usage: Usage | None = None
+    object: str = "text_completion"
+    system_fingerprint: None = None
 
 
 class FunctionCall(msgspec.Struct, frozen=True, omit_defaults=True):
@@ -62,11 +107,31 @@ class Message(msgspec.Struct, frozen=True):
     reasoning_content: str | msgspec.UnsetType = msgspec.UNSET
 
 
+class TopLogprob(msgspec.Struct, frozen=True):
+    token: str
+    logprob: float
+    bytes: list[int] | None
+
+
+class TokenLogprob(msgspec.Struct, frozen=True):
+    token: str
+    logprob: float
+    bytes: list[int] | None
+    top_logprobs: list[TopLogprob]
+
+
+class ChoiceLogprobs(msgspec.Struct, frozen=True):
+    """A choice's ``logprobs`` (``logprobs: true``): one entry per token of its content."""
+
+    content: list[TokenLogprob] | None
+    refusal: None = None
+
+
 class Choice(msgspec.Struct, frozen=True):
     index: int
     message: Message
     finish_reason: str
-    logprobs: None = None
+    logprobs: ChoiceLogprobs | None = None
 
 
 class Usage(msgspec.Struct, frozen=True):
@@ -103,7 +168,7 @@ class ChunkChoice(msgspec.Struct, frozen=True):
     index: int
     delta: Delta
     finish_reason: str | None = None
-    logprobs: None = None
+    logprobs: ChoiceLogprobs | None = None
 
 
 class ChatChunk(msgspec.Struct, frozen=True):

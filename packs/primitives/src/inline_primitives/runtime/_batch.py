@@ -17,6 +17,7 @@ from typing import Any
 from inline_sdk import Cancelled, WorkerStats
 
 from .._sampling import make_scheduler
+from ._attention import attention_on
 from ._denoise import DenoiseRequest, LocalDenoiser
 from ._gather import BatchStats, Gatherer, Job
 from ._settings import batch_window_s, max_batch
@@ -161,7 +162,7 @@ class BatchedDenoiser:
         guidance = float(items[0].request.guidance)
         dtype = self.transformer.dtype
         total = len(timesteps)
-        with torch.inference_mode():
+        with torch.inference_mode(), attention_on(self.transformer, self.device):
             for i, t in enumerate(timesteps):
                 for it in items:
                     if it.live and it.request.cancelled():

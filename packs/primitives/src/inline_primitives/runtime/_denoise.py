@@ -79,15 +79,22 @@ class LocalDenoiser:
     def denoise(self, request: DenoiseRequest) -> Any:
         from inline_sdk import Cancelled
 
-        from .._sampling import sample
-
         def on_step(i: int, n: int, x: Any) -> None:
             if request.cancelled():
                 raise Cancelled()
             if request.on_step is not None:
                 request.on_step(i, n, x)
 
+        from .._loading import execution_device
+        from ._attention import attention_on
+
         request.use_weights()
+        with attention_on(self.transformer, execution_device(self.transformer)):
+            return self._sample(request, on_step)
+
+    def _sample(self, request: DenoiseRequest, on_step: StepCallback) -> Any:
+        from .._sampling import sample
+
         return sample(
             self.transformer,
             request.positive,

@@ -3,12 +3,12 @@
 The group is started once (``torch.distributed.run``, one rank per device of the broker's plan),
 reused for every call and shut down with the worker (``close``, or when the worker goes away: rank
 0 sees its connection end and the group exits). Rank 0 talks to this process over an
-authenticated loopback connection: a call's request goes to every rank, rank 0 sends back each
-step's latents (progress, previews), and a cancel reaches every rank at the next step. With
-xfuser importable (CUDA), the ranks split the sequence (Ulysses / ring, ``Placed.parallel``);
-where it is not (xfuser refuses to start without an accelerator), each rank runs the same loop
-unsplit on a gloo group and the ranks check they agree. A rank that dies fails only the call in
-flight, with the reason; the next call starts a fresh group.
+authenticated loopback connection: a call's request (with its LoRA stack) goes to every rank,
+rank 0 sends back each step's latents (progress, previews), and a cancel reaches every rank at
+the next step. The ranks split the sequence (``_ulysses``: each computes 1/N of the tokens of
+every block; xfuser's wrapper instead on CUDA where it is installed), and after each call they
+check they agree and report the tokens each rank's attention saw (``split`` in the stats). A
+rank that dies fails only the call in flight, with the reason; the next call starts a fresh group.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import Any
 from inline_sdk import Cancelled, WorkerStats
 
 from ._denoise import DenoiseRequest
+from ._ulysses import check_devices, parse_degrees
 
 log = logging.getLogger("inline.runtime.parallel")
 START_TIMEOUT = 300.0
@@ -42,11 +43,7 @@ class GroupFailed(RuntimeError):
 
 def degrees(plan: str) -> dict[str, int]:
     """``ulysses=2,ring=2`` as ``{"ulysses": 2, "ring": 2}``."""
-    out: dict[str, int] = {}
-    for part in plan.split(","):
-        kind, _, value = part.partition("=")
-        out[kind.strip()] = int(value)
-    return out
+    return parse_degrees(plan)
 
 
 def send(conn: Connection, msg: tuple[Any, ...]) -> None:
@@ -68,7 +65,9 @@ def _free_port() -> int:
 class WorkerGroup:
     """The running torchrun group and rank 0's connection."""
 
-    def __init__(self, model_file: str, plan: str, devices: list[str]) -> None:
+    def __init__(
+        self, model_file: str, plan: str, devices: list[str], attention: str = "sdpa"
+    ) -> None:
         self.world = len(devices)
         key = secrets.token_bytes(32)
         self._listener = Listener(("127.0.0.1", 0), authkey=key)
@@ -80,6 +79,7 @@ class WorkerGroup:
             "INLINE_GROUP_MODEL": model_file,
             "INLINE_GROUP_PLAN": plan,
             "INLINE_GROUP_DEVICES": ",".join(devices),
+            "INLINE_GROUP_ATTENTION": attention,
             "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"),
         }
         cmd = [
@@ -96,6 +96,7 @@ class WorkerGroup:
         self.conn = self._accept()
         hello = recv(self.conn)
         if hello[0] != "ready":
+            self.kill()  # every rank ends on its own; this makes sure before the call fails
             raise GroupFailed(f"the worker group did not start: {hello[1]}")
         self.info: dict[str, Any] = hello[1]
 
@@ -154,15 +155,21 @@ class ParallelDenoiser:
         plan: str,
         devices: list[str],
         stats: WorkerStats | None = None,
+        attention: str = "sdpa",
     ) -> None:
         if math.prod(degrees(plan).values()) != len(devices):
             raise ValueError(f"the plan {plan} needs {math.prod(degrees(plan).values())} devices")
+        check_devices(plan, "cuda" if all(d.startswith("cuda") for d in devices) else "cpu")
         self.model_file, self.plan, self.devices = model_file, plan, devices
+        self.attention = attention
         self._stats = stats
         self._group: WorkerGroup | None = None
         self._lock = threading.Lock()
         self.calls = 0
         self.restarts = 0
+        #: the last call's report: ``split``, ``ranksAgree``, ``tokens`` (per rank and stage,
+        #: [tokens its attention saw, tokens of the whole sequence])
+        self.last: dict[str, Any] = {}
 
     def _report(self, **extra: Any) -> None:
         if self._stats is not None:
@@ -173,7 +180,8 @@ class ParallelDenoiser:
                     "plan": self.plan,
                     "devices": list(self.devices),
                     "world": len(self.devices),
-                    "split": bool(group and group.info.get("split")),
+                    "split": bool(self.last.get("split", group and group.info.get("split"))),
+                    "splitBy": group.info.get("splitBy") if group else None,
                     "backend": group.info.get("backend") if group else None,
                     "running": bool(group and group.alive),
                     "calls": self.calls,
@@ -189,7 +197,7 @@ class ParallelDenoiser:
             self._group = None
             self.restarts += 1
         if self._group is None:
-            self._group = WorkerGroup(self.model_file, self.plan, self.devices)
+            self._group = WorkerGroup(self.model_file, self.plan, self.devices, self.attention)
             log.info("worker group up: %s on %s (%s)", self.plan, self.devices, self._group.info)
             self._report()
         return self._group
@@ -211,6 +219,7 @@ class ParallelDenoiser:
                 "seed": request.seed,
                 "denoise": request.denoise,
                 "shift": request.shift,
+                "loras": None if request.loras is None else request.loras.stack_data(),
             }
             try:
                 send(group.conn, ("call", payload))
@@ -239,7 +248,8 @@ class ParallelDenoiser:
                         send(group.conn, ("cancel",))
                         cancel_sent = True
             elif msg[0] == "done":
-                self._report(ranksAgree=msg[2])
+                self.last = msg[2]
+                self._report(ranksAgree=msg[2]["ranksAgree"], tokens=msg[2]["tokens"])
                 return msg[1]
             elif msg[0] == "cancelled":
                 raise Cancelled()

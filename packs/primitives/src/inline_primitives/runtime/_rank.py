@@ -1,6 +1,13 @@
 """One rank of the worker group (``python -m torch.distributed.run ... -m
-inline_primitives.runtime._rank``): load the transformer, then serve calls from rank 0's
-connection until told to stop or the connection ends (see ``_parallel``)."""
+inline_primitives.runtime._rank``): load the transformer, put the sequence split on it, then
+serve calls from rank 0's connection until told to stop or the connection ends (see
+``_parallel``).
+
+The split: on CUDA with xfuser installed (the primitives pack's ``parallel`` extra), xfuser's
+Z-Image wrapper and its long-context attention; everywhere else (CPU ranks on gloo, CUDA ranks
+without xfuser on NCCL) diffusers' context parallelism placed by ``_ulysses``. Every collective
+moves tensors on the group's device: CPU tensors on gloo, CUDA tensors on NCCL, never a mix.
+"""
 
 from __future__ import annotations
 
@@ -17,21 +24,21 @@ log = logging.getLogger("inline.runtime.rank")
 GROUP_BROKEN = 75
 
 
-def _split(module: Any, plan: str, rank: int, world: int) -> bool:
-    """Sequence-parallel attention through xfuser (Ulysses / ring); False where xfuser cannot
-    run (it refuses to start without an accelerator)."""
+def _xfuser_split(module: Any, plan: str, rank: int, world: int) -> bool:
+    """Sequence-parallel attention through xfuser (CUDA only: it refuses to start without an
+    accelerator); False where it is not installed, so the diffusers split runs instead."""
     try:
         from xfuser.core.distributed import init_distributed_environment, initialize_model_parallel
         from xfuser.model_executor.models.transformers.transformer_z_image import (
             xFuserZImageTransformer2DWrapper,
             xFuserZSingleStreamAttnProcessor,
         )
-    except Exception as exc:  # ImportError, or xfuser's own refusal on a CPU-only machine
-        log.info("xfuser unavailable (%s): each rank runs the whole loop", exc)
+    except Exception as exc:  # not installed, or a version without the Z-Image wrapper
+        log.info("xfuser unavailable (%s): the diffusers sequence split runs", exc)
         return False
-    from ._parallel import degrees
+    from ._ulysses import parse_degrees
 
-    d = degrees(plan)
+    d = parse_degrees(plan)
     init_distributed_environment(world_size=world, rank=rank)
     initialize_model_parallel(
         sequence_parallel_degree=world,
@@ -57,38 +64,72 @@ def _collective(fn: Any, /, *args: Any, **kwargs: Any) -> None:
         os._exit(GROUP_BROKEN)
 
 
+def _raise(exc: BaseException) -> None:
+    raise exc
+
+
+def _connect() -> Any:
+    host, _, port = os.environ["INLINE_GROUP_ADDRESS"].rpartition(":")
+    key = bytes.fromhex(os.environ.pop("INLINE_GROUP_KEY"))
+    return Client((host, int(port)), authkey=key)
+
+
 def main() -> int:
     import torch
     import torch.distributed as dist
 
     from .._families import detect
     from .._loading import Placement, ensure_imports, load_placed
+    from .._lora import as_stack, use_loras
     from .._sampling import sample
     from .._text import Conditioning
+    from ._attention import attention_on
+    from ._compile import CompiledTransformer, compile_mode
     from ._parallel import recv, send
+    from ._ulysses import TokenProbe, each_rank_split, enable_sequence_split
 
     logging.basicConfig(level="INFO", stream=sys.stderr, format="%(asctime)s [rank] %(message)s")
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    device = os.environ["INLINE_GROUP_DEVICES"].split(",")[rank]
+    device = torch.device(os.environ["INLINE_GROUP_DEVICES"].split(",")[rank])
     plan = os.environ["INLINE_GROUP_PLAN"]
-    if device.startswith("cuda"):
-        torch.cuda.set_device(torch.device(device))
-    dist.init_process_group("nccl" if device.startswith("cuda") else "gloo")
+    model_file = os.environ["INLINE_GROUP_MODEL"]
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+        dist.init_process_group("nccl", device_id=device)
+    else:
+        dist.init_process_group("gloo")
     ensure_imports()
-    path = Path(os.environ["INLINE_GROUP_MODEL"])
-    dtype = "bfloat16" if device.startswith("cuda") else "float32"
-    module = load_placed(detect(path, "diffusion"), Placement(device=device, dtype=dtype))
-    split = _split(module, plan, rank, world) if device.startswith("cuda") else False
+    dtype = "bfloat16" if device.type == "cuda" else "float32"
+    module = load_placed(detect(Path(model_file), "diffusion"), Placement(str(device), dtype))
+    module._inline_attention = os.environ.get("INLINE_GROUP_ATTENTION", "sdpa")
+    probe = TokenProbe()
+    probe.install(module)
+    conn = _connect() if rank == 0 else None
+    try:
+        how = "xfuser" if device.type == "cuda" and _xfuser_split(module, plan, rank, world) else ""
+        if not how:
+            enable_sequence_split(module, plan, device)
+            how = "diffusers"
+    except Exception as exc:  # a plan this group cannot split by: said once, the group ends
+        if conn is not None:
+            send(conn, ("failed", f"{type(exc).__name__}: {exc}"))
+        dist.destroy_process_group()
+        return 2
+    mode = compile_mode(device, model_file)
+    model: Any = module if mode == "eager" else CompiledTransformer(module, mode)
     # torchrun starts each rank in a session of its own: rank 0 hands every pid up, so the
     # pack worker can take the whole group down
     pids: list[Any] = [None] * world
     dist.all_gather_object(pids, os.getpid())
-    conn = None
-    if rank == 0:
-        host, _, port = os.environ["INLINE_GROUP_ADDRESS"].rpartition(":")
-        key = bytes.fromhex(os.environ.pop("INLINE_GROUP_KEY"))
-        conn = Client((host, int(port)), authkey=key)
-        info = {"split": split, "backend": dist.get_backend(), "world": world, "pids": pids}
+    if conn is not None:
+        info = {
+            "split": True,
+            "splitBy": how,
+            "backend": dist.get_backend(),
+            "world": world,
+            "pids": pids,
+            "compile": mode,
+        }
         send(conn, ("ready", info))
     while True:
         box: list[Any] = [None]
@@ -104,7 +145,7 @@ def main() -> int:
         if msg[0] != "call":
             continue
         req = msg[1]
-        flag = torch.zeros(1)
+        flag = torch.zeros(1, device=device)
 
         def on_step(i: int, n: int, x: Any, flag: Any = flag) -> None:
             if conn is not None:
@@ -121,27 +162,40 @@ def main() -> int:
         pos = Conditioning(req["positive"], [""] * len(req["positive"]), "")
         neg = None if req["negative"] is None else Conditioning(req["negative"], [""], "")
         try:
-            out = sample(
-                module, pos, neg, req["latent"],
-                steps=req["steps"], guidance=req["guidance"], sampler=req["sampler"],
-                scheduler=req["scheduler"], seed=req["seed"], denoise=req["denoise"],
-                shift=req["shift"], on_step=on_step,
-            )  # fmt: skip
+            # the call's LoRA stack (or none: a previous call's is taken off), on every rank
+            use_loras(module, model_file, as_stack(req.get("loras")))
+            with attention_on(module, device):
+                out = sample(
+                    model, pos, neg, req["latent"],
+                    steps=req["steps"], guidance=req["guidance"], sampler=req["sampler"],
+                    scheduler=req["scheduler"], seed=req["seed"], denoise=req["denoise"],
+                    shift=req["shift"], on_step=on_step,
+                )  # fmt: skip
         except KeyboardInterrupt:
+            probe.take()
             if conn is not None:
                 send(conn, ("cancelled",))
             continue
-        except Exception as exc:  # the call fails; the group stays up
+        except Exception as exc:  # the call fails; the group stays up if every rank is there
+            probe.take()
+            if isinstance(exc, dist.DistError):  # a collective of the split lost a peer
+                _collective(_raise, exc)
+            _collective(dist.barrier)  # a lost peer ends the group here, never a call error
             if conn is not None:
                 send(conn, ("error", f"{type(exc).__name__}: {exc}"))
             continue
-        out = out.float().cpu()
+        # every rank checks it holds the same result, on the group's device
+        out = out.float()
         ref = out.clone()
         _collective(dist.broadcast, ref, src=0)
-        diff = torch.tensor([(out - ref).abs().max().item()])
+        diff = (out - ref).abs().max().reshape(1)
         _collective(dist.all_reduce, diff, op=dist.ReduceOp.MAX)
+        tokens: list[Any] = [None] * world
+        _collective(dist.all_gather_object, tokens, probe.take())
         if conn is not None:
-            send(conn, ("done", out, float(diff.item()) == 0.0))
+            report = {"ranksAgree": float(diff.item()) == 0.0, "tokens": tokens}
+            report["split"] = each_rank_split(tokens)
+            send(conn, ("done", out.cpu(), report))
     dist.destroy_process_group()
     return 0
 

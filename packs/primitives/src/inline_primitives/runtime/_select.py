@@ -30,7 +30,13 @@ def _make(ctx: Context, transformer: Any, model_file: str | None) -> Denoiser:
     if parallel:
         from ._parallel import ParallelDenoiser
 
-        return ParallelDenoiser(model_file or "", parallel[0], list(parallel[1]), ctx.stats)
+        return ParallelDenoiser(
+            model_file or "",
+            parallel[0],
+            list(parallel[1]),
+            ctx.stats,
+            attention=str(getattr(transformer, "_inline_attention", "sdpa")),
+        )
     mode = compile_mode(execution_device(transformer), model_file)
     model: Any = transformer
     if mode != "eager":

@@ -2,7 +2,9 @@
 
 ``INLINE_MAX_BATCH`` (default 4; 1 turns batching off) bounds a batch and is the concurrency the
 batching nodes declare; ``INLINE_BATCH_WINDOW_MS`` (default 0) is how long an idle denoiser waits
-for more calls; ``INLINE_COMPILE`` (``1``/``auto``, ``fused``, ``graphed``, ``eager``/``0``).
+for more calls; ``INLINE_COMPILE`` (``1``/``auto``, ``fused``, ``graphed``, ``eager``/``0``);
+``INLINE_ATTENTION`` (``flash``, ``efficient``, ``cudnn``, ``math``, ``sdpa``) overrides the
+policy's SDPA kernel on CUDA.
 """
 
 from __future__ import annotations
@@ -37,3 +39,8 @@ def compile_setting() -> str:
     if raw in ("1", "on", "true", "yes", "auto"):
         return "auto"
     return raw
+
+
+def attention_setting() -> str:
+    """``INLINE_ATTENTION``, lower-cased; empty when unset (the policy's kernel)."""
+    return os.environ.get("INLINE_ATTENTION", "").strip().lower()

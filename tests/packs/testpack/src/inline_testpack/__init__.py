@@ -179,6 +179,17 @@ def make_model(ctx: Context, *, label: Annotated[str, Param("Label")] = "m") -> 
     return Made(obj, str(id(obj)))
 
 
+class Pair(NamedTuple):
+    first: Annotated[str, Output(label="First")]
+    second: Annotated[str, Output(label="Second")]
+
+
+@node("testpack/pair", title="Pair of texts", category="Test", output_kind="text")
+def pair(ctx: Context, *, text: Annotated[str, Param("Text")] = "x") -> Pair:
+    """Two text outputs: ``text`` upper-cased and reversed (takes that must say which is which)."""
+    return Pair(text.upper(), text[::-1])
+
+
 @node("testpack/use-model", title="Use model", category="Test")
 def use_model(
     ctx: Context, model: Annotated[Any, Port("Model", kind="model")]
@@ -294,6 +305,7 @@ def inline_nodes() -> list[NodeSpec]:
         spam,
         stream,
         sleep,
+        pair,
     ]
 
 
