@@ -23,8 +23,11 @@ from inline_sdk.chat import (
     CHAT_PARAMS,
     ChatCompletion,
     Completion,
+    TokenLogprob,
     ToolCall,
+    TopLogprob,
     Usage,
+    completion_outputs,
     is_chat_node,
     read_completion,
 )
@@ -66,7 +69,7 @@ def test_the_base_declares_the_chat_shape() -> None:
     assert doc["inputs"] == [{"id": "prompt", "label": "Prompt", "kind": "text", "required": False}]
     assert [(o["id"], o["kind"]) for o in doc["outputs"]] == [
         ("text", "text"), ("thinking", "text"), ("tool_calls", "text"),
-        ("finish_reason", "text"), ("usage", "text"),
+        ("finish_reason", "text"), ("usage", "text"), ("logprobs", "text"),
     ]  # fmt: skip
     # messages, tools and stop are internal: accepted, not shown
     shown = ["model", "system", "max_new_tokens", "temperature", "top_p", "seed"]
@@ -94,8 +97,13 @@ def test_outputs_are_typed_json_read_back_with_one_decoder() -> None:
     assert done.usage == Usage(1, 16)
     plain = spec.invoke(None, {"prompt": None}, spec.decode_params({}))
     assert plain["finish_reason"] == "stop" and json.loads(plain["tool_calls"]) == []
-    # a node from before the base (no usage output) reads as no usage
+    # a node from before the base (no usage output) reads as no usage, one before SDK 1.6 as no
+    # logprobs; logprobs are typed JSON too, read back as they were written
     assert read_completion({"text": "t", "tool_calls": "[]"}).usage == Usage()
+    assert read_completion({"text": "t"}).logprobs == () and json.loads(out["logprobs"]) == []
+    scored = (TokenLogprob("hé", -0.25, tuple("hé".encode()), (TopLogprob("hé", -0.25),)),)
+    written = completion_outputs(Completion(text="hé", logprobs=scored))
+    assert read_completion(written._asdict()).logprobs == scored
     with pytest.raises(msgspec.ValidationError):
         read_completion({"tool_calls": '[{"id": 1}]'})
 

@@ -10,6 +10,7 @@ import msgspec
 from inline_sdk.chat import read_completion
 
 from ...runs import RunService, RunState
+from ._failures import NO_RETRY, run_failed
 from ._schemas import (
     ChatChunk,
     ChatRequest,
@@ -328,6 +329,26 @@ def outputs_of(service: RunService, state: RunState) -> dict[str, str]:
         path = service.take_file(record) if record is not None else None
         if record is not None and path is not None and take.node_id == NODE_ID:
             out[record.port] = path.read_text(encoding="utf-8")
+    return out
+
+
+def run_outputs(
+    service: RunService, run_id: str, model: str, what: str = "completion"
+) -> dict[str, str]:
+    """The target's text outputs, from the run's takes (one per output port); the run's
+    failure as its OpenAI error (``what`` the run answers: a completion, a response)."""
+    state = service.state(run_id)
+    if state is not None and state.status == "error":
+        raise run_failed(service, state, model)
+    if state is None or state.status != "done":
+        kind = "cancelled" if state is not None and state.status == "cancelled" else "server_error"
+        status = state.status if state is not None else "gone"
+        raise OpenAIError(500, f"The {what}'s run {run_id} is {status}", type=kind,
+                          headers=NO_RETRY)  # fmt: skip
+    out = outputs_of(service, state)
+    if "text" not in out:
+        raise OpenAIError(500, f"The {what}'s outputs are gone (run {run_id})",
+                          type="server_error", headers=NO_RETRY)  # fmt: skip
     return out
 
 

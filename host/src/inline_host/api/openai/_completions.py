@@ -40,14 +40,13 @@ from ._chat import (
     check_fields,
     choice_logprobs,
     choices_of,
-    outputs_of,
+    run_outputs,
     run_requests,
     sampling_params,
     seeded,
     tool_calls,
     total_usage,
 )
-from ._failures import NO_RETRY, run_failed
 from ._listeners import Listeners, client_gone, until_answered
 from ._pieces import merged
 from ._schemas import (
@@ -114,24 +113,6 @@ async def _submit(
         raise OpenAIError(400, str(exc)) from None  # RequestInvalid is one of these
     except Conflict as exc:
         raise OpenAIError(400, str(exc), code="idempotency_key_reused") from None
-
-
-def run_outputs(service: RunService, run_id: str, model: str) -> dict[str, str]:
-    """The target's text outputs, from the run's takes (one per output port); the run's
-    failure as its OpenAI error."""
-    state = service.state(run_id)
-    if state is not None and state.status == "error":
-        raise run_failed(service, state, model)
-    if state is None or state.status != "done":
-        kind = "cancelled" if state is not None and state.status == "cancelled" else "server_error"
-        what = state.status if state is not None else "gone"
-        raise OpenAIError(500, f"The completion's run {run_id} is {what}", type=kind,
-                          headers=NO_RETRY)  # fmt: skip
-    out = outputs_of(service, state)
-    if "text" not in out:
-        raise OpenAIError(500, f"The completion's outputs are gone (run {run_id})",
-                          type="server_error")  # fmt: skip
-    return out
 
 
 async def _answered(

@@ -36,8 +36,8 @@ from litestar.response import Stream
 from ...runs import Conflict, RunService
 from .._models import ModelsService
 from ._attempts import Attempt, Attempts, submit_once
-from ._chat import ARGUMENT_PIECE, NODE_ID, outputs_of, run_request
-from ._failures import NO_RETRY, run_failed
+from ._chat import ARGUMENT_PIECE, NODE_ID, run_outputs, run_request
+from ._failures import NO_RETRY
 from ._listeners import Listeners, client_gone, until_answered
 from ._pieces import streamed
 from ._responses_request import chat_request, parse_request
@@ -121,18 +121,7 @@ def response_object(
 
 def _completion(service: RunService, run_id: str, model: str) -> Completion:
     """The run's completion once it is done; raises ``OpenAIError`` for a run that is not."""
-    state = service.state(run_id)
-    if state is not None and state.status == "error":
-        raise run_failed(service, state, model)
-    if state is None or state.status != "done":
-        kind = "cancelled" if state is not None and state.status == "cancelled" else "server_error"
-        what = state.status if state is not None else "gone"
-        raise OpenAIError(500, f"The response's run {run_id} is {what}", type=kind,
-                          headers=NO_RETRY)  # fmt: skip
-    out = outputs_of(service, state)
-    if "text" not in out:
-        raise OpenAIError(500, f"The response's outputs are gone (run {run_id})",
-                          type="server_error", headers=NO_RETRY)  # fmt: skip
+    out = run_outputs(service, run_id, model, "response")
     try:
         return read_completion(out)
     except msgspec.DecodeError as exc:  # a chat node's bug
