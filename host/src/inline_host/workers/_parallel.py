@@ -33,6 +33,11 @@ def parse_parallel(raw: str | None) -> dict[str, int] | None:
     degrees: dict[str, int] = {}
     for part in text.split(","):
         kind, sep, value = part.strip().partition("=")
+        if kind == "pipefusion":
+            raise ValueError(
+                f"INLINE_PARALLEL={raw!r}: pipefusion is not built yet (xfuser's PipeFusion for "
+                "PCIe-only machines): split the sequence with ulysses=N or ring=N instead"
+            )
         if not sep or kind not in KINDS or not value.isdigit() or int(value) < 1:
             raise ValueError(
                 f"INLINE_PARALLEL={raw!r}: expected 'auto', 'off' or degrees like 'ulysses=2', "
