@@ -197,11 +197,9 @@ async def test_previews_and_cancel_at_a_step(engine: Engine):
                 await engine.run(doc, events)
 
         tg.start_soon(run)
-        with anyio.fail_after(120):
+        with anyio.fail_after(300):  # generous: a loaded 2-core machine runs slow steps
             await events.sampling.wait()
-            while len(events.steps()) < 120 or not any(
-                isinstance(e, Preview) for e in events.items
-            ):
+            while len(events.steps()) < 10 or not any(isinstance(e, Preview) for e in events.items):
                 await anyio.sleep(0.01)
         scope.cancel()
     assert scope.cancelled_caught
