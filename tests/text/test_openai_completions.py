@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import openai
@@ -30,14 +31,15 @@ def test_prompt_in_text_out(server: Server, text_models: TextModels) -> None:
     # seeds of their own: greedy replies, but cache keys no other request shares (a cache hit
     # is served whole, never streamed piece by piece)
     done = api.completions.create(model="qwen-tiny", prompt=HELLO_PROMPT, temperature=0,
-                                  max_tokens=80, seed=9101)  # fmt: skip
+                                  max_tokens=80, seed=random.randrange(1 << 30))  # fmt: skip
     assert done.object == "text_completion" and done.id.startswith("cmpl-")
     assert done.choices[0].text == text_models.report["plain_reply"]
     assert done.choices[0].finish_reason == "stop"
     assert done.usage is not None and done.usage.completion_tokens > 0
     pieces, last_usage = [], None
     for chunk in api.completions.create(model="qwen-tiny", prompt=HELLO_PROMPT, temperature=0,
-                                        max_tokens=80, stream=True, seed=9102,
+                                        max_tokens=80, stream=True,
+                                        seed=random.randrange(1 << 30),
                                         stream_options={"include_usage": True}):  # fmt: skip
         assert chunk.object == "text_completion"
         pieces += [c.text for c in chunk.choices]

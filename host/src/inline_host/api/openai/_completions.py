@@ -63,7 +63,14 @@ from ._schemas import (
     Usage,
 )
 
-__all__ = ("answer_chat", "answer_text", "decode_body")
+__all__ = (
+    "answer_chat",
+    "answer_text",
+    "await_runs",
+    "chat_model_or_404",
+    "decode_body",
+    "submit_runs",
+)
 
 T = TypeVar("T")
 #: The most prompts one ``/completions`` request may hold.
@@ -91,7 +98,8 @@ def decode_body(raw: bytes, kind: type[T], fields: frozenset[str]) -> tuple[T, d
         raise OpenAIError(400, message or str(exc), param=param) from None
 
 
-async def _chat_model(models: ModelsService, model: str) -> ChatModel:
+async def chat_model_or_404(models: ModelsService, model: str) -> ChatModel:
+    """The chat model ``model`` names; OpenAI's 404 ``model_not_found`` when none."""
     chat = await models.chat_model(model)  # the packs installed from the CLI picked up
     if chat is None:
         raise OpenAIError(
@@ -104,9 +112,10 @@ async def _chat_model(models: ModelsService, model: str) -> ChatModel:
     return chat
 
 
-async def _submit(
+async def submit_runs(
     service: RunService, attempts: Attempts, attempt: Attempt, docs: list[dict[str, Any]]
 ) -> list[str]:
+    """Submit the runs of one request (once per attempt); a refusal as OpenAI's 400."""
     try:
         return await submit_once(service, attempts, attempt, docs)
     except DocumentInvalid as exc:  # the node refused the params (the pack is the judge);
@@ -123,6 +132,14 @@ async def _answered(
     model: str,
 ) -> list[dict[str, str]]:
     """Every run's outputs once all ended (the client gone: 499)."""
+    await await_runs(request, service, listeners, run_ids)
+    return [run_outputs(service, run_id, model) for run_id in run_ids]
+
+
+async def await_runs(
+    request: Request[Any, Any, Any], service: RunService, listeners: Listeners, run_ids: list[str]
+) -> None:
+    """Until every run ended, listened for meanwhile; ``client_gone`` (499) if the client left."""
     lease = listeners.join(run_ids)
     try:
         answered = await until_answered(service, run_ids, request)
@@ -130,7 +147,6 @@ async def _answered(
         await listeners.leave(service, lease)
     if not answered:
         raise client_gone()
-    return [run_outputs(service, run_id, model) for run_id in run_ids]
 
 
 def _streaming(
@@ -178,9 +194,11 @@ async def answer_chat(
     """``POST /openai/v1/chat/completions``."""
     raw = await request.body()
     req, body = decode_body(raw, ChatRequest, CHAT_FIELDS)
-    chat = await _chat_model(models, req.model)
+    chat = await chat_model_or_404(models, req.model)
     docs = run_requests(req, chat.node, chat.params, body.get("tools"))
-    run_ids = await _submit(service, attempts, Attempt.of("chat/completions", request, raw), docs)
+    run_ids = await submit_runs(
+        service, attempts, Attempt.of("chat/completions", request, raw), docs
+    )
     completion_id, created = f"chatcmpl-{run_ids[0]}", int(time.time())
     one_call = req.parallel_tool_calls is False
     if req.stream:
@@ -306,9 +324,9 @@ async def answer_text(
     """``POST /openai/v1/completions``."""
     raw = await request.body()
     req, _ = decode_body(raw, CompletionRequest, COMPLETION_FIELDS)
-    chat = await _chat_model(models, req.model)
+    chat = await chat_model_or_404(models, req.model)
     docs = text_requests(req, chat)
-    run_ids = await _submit(service, attempts, Attempt.of("completions", request, raw), docs)
+    run_ids = await submit_runs(service, attempts, Attempt.of("completions", request, raw), docs)
     completion_id, created = f"cmpl-{run_ids[0]}", int(time.time())
     head = TextCompletion(id=completion_id, created=created, model=req.model, choices=[])
     if req.stream:

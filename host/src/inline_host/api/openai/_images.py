@@ -43,8 +43,9 @@ from ...models import ModelCatalogs
 from ...runs import Conflict, RunService, RunState, Take
 from .._models import ModelsService
 from ._attempts import Attempt, Attempts, provide_attempts, submit_once
+from ._completions import await_runs
 from ._failures import NO_RETRY, failure_type, run_failed
-from ._listeners import Listeners, client_gone, provide_listeners, until_answered
+from ._listeners import Listeners, provide_listeners
 from ._schemas import OpenAIError, openai_error
 from ._sizes import check_size
 
@@ -331,13 +332,7 @@ async def _answer(
         raise OpenAIError(400, f"Invalid request: {exc}", code="invalid_graph") from None
     except Conflict as exc:
         raise OpenAIError(400, str(exc), code="idempotency_key_reused") from None
-    lease = listeners.join(run_ids)
-    try:
-        answered = await until_answered(service, run_ids, request)
-    finally:
-        await listeners.leave(service, lease)
-    if not answered:
-        raise client_gone()
+    await await_runs(request, service, listeners, run_ids)
     takes = []
     for run_id in run_ids:
         state = service.state(run_id)  # ended by now

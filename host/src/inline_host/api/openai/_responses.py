@@ -27,16 +27,16 @@ from functools import partial
 from typing import Any, Final
 
 import msgspec
-from inline_core import DocumentInvalid
 from inline_sdk.chat import Completion, read_completion
 from litestar import Request, Response
 from litestar.background_tasks import BackgroundTask
 from litestar.response import Stream
 
-from ...runs import Conflict, RunService
+from ...runs import RunService
 from .._models import ModelsService
-from ._attempts import Attempt, Attempts, submit_once
+from ._attempts import Attempt, Attempts
 from ._chat import ARGUMENT_PIECE, NODE_ID, run_outputs, run_request
+from ._completions import chat_model_or_404, submit_runs
 from ._failures import NO_RETRY
 from ._listeners import Listeners, client_gone, until_answered
 from ._pieces import streamed
@@ -140,20 +140,10 @@ async def create_response(
     """Answer ``POST /openai/v1/responses`` (see the module docstring)."""
     raw = await request.body()
     req = parse_request(raw)
-    chat = await models.chat_model(req.model)
-    if chat is None:
-        raise OpenAIError(404, f"The model '{req.model}' does not exist (no causal LM folder "
-                          f"models/llm/{req.model}, and no hosted model of that id)",
-                          code="model_not_found", param="model")  # fmt: skip
+    chat = await chat_model_or_404(models, req.model)
     chat_req, tools = chat_request(req)
     doc = run_request(chat_req, chat.node, chat.params, tools)
-    attempt = Attempt.of(ROUTE, request, raw)
-    try:
-        (run_id,) = await submit_once(service, attempts, attempt, [doc])
-    except DocumentInvalid as exc:  # the node refused the params (the pack is the judge)
-        raise OpenAIError(400, str(exc)) from None
-    except Conflict as exc:
-        raise OpenAIError(400, str(exc), code="idempotency_key_reused") from None
+    (run_id,) = await submit_runs(service, attempts, Attempt.of(ROUTE, request, raw), [doc])
     created = int(time.time())
     lease = listeners.join([run_id])
     headers = {"X-Inline-Run-Id": run_id}
