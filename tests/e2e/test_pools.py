@@ -31,7 +31,9 @@ class Held:
 
     async def run(self) -> None:
         def on_event(event: Any) -> None:
-            self.started.set()
+            # the node's own report, not the host's first-use "preparing" one
+            if getattr(event, "status", None) == "held":
+                self.started.set()
 
         params = {"file": str(self.file), "tag": self.tag}
         try:

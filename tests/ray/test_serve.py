@@ -36,11 +36,16 @@ class Gate:
         self.ended = ended or anyio.Event()
         self.outcome: Any = None
 
+    def on_event(self, event: Any) -> None:
+        # the node's own report, not the host's first-use "preparing" one
+        if getattr(event, "status", None) == "held":
+            self.started.set()
+
     async def run(self) -> None:
         params = {"file": str(self.file), "tag": self.tag}
         try:
             self.outcome = await self.engine.supervisor.call(
-                "testpack", "testpack/gate", self.tag, params, {}, lambda _e: self.started.set()
+                "testpack", "testpack/gate", self.tag, params, {}, self.on_event
             )
         except Exception as exc:  # kept for the test to look at
             self.outcome = exc
