@@ -11,7 +11,6 @@ bench/results/gpu_batching.json.
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import tempfile
@@ -21,10 +20,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "packs" / "primitives" / "src"))
-sys.path.insert(0, str(HERE.parent / "tests" / "models"))
 
-N, SIZE, STEPS, RUNS = 4, 512, 8, 3
+from gpu_zimage import DEVICE, gpu_name, need_gpu, peak_gb, scaled, sync, write  # noqa: E402
+
+N = 4
+SIZE, STEPS, RUNS = scaled(512, 8, 3)
 PROMPTS = ["a red fox in snow", "a cat on a mat", "a lighthouse at dusk", "a bowl of fruit"]
 
 
@@ -45,12 +45,12 @@ def main() -> None:
         latent_size,
     )
 
-    assert torch.cuda.is_available(), "this benchmark needs a CUDA GPU"
-    transformer, vae, text_encoder = build("cuda")
-    transformer._inline_device = "cuda"
+    need_gpu()
+    transformer, vae, text_encoder = build(DEVICE)
+    transformer._inline_device = DEVICE
     with tempfile.TemporaryDirectory() as tmp:
         tokenizer = build_tokenizer(Path(tmp) / "tok")
-    te = TextEncoder(text_encoder, tokenizer, "random", "cuda")
+    te = TextEncoder(text_encoder, tokenizer, "random", DEVICE)
     h, w = latent_size(SIZE, SIZE)
     local = LocalDenoiser(transformer)
     batched = BatchedDenoiser(transformer, limit=N, window_s=60.0)
@@ -76,10 +76,10 @@ def main() -> None:
         return out
 
     def timed(fn):
-        torch.cuda.synchronize()
+        sync()
         t0 = time.perf_counter()
         out = fn()
-        torch.cuda.synchronize()
+        sync()
         return time.perf_counter() - t0, out
 
     conds = [encode_prompts(te, [p]) for p in PROMPTS]
@@ -113,7 +113,7 @@ def main() -> None:
         r_batched.append(timed(whole_batched)[0])
     med = statistics.median
     figures = {
-        "gpu": torch.cuda.get_device_name(0),
+        "gpu": gpu_name(),
         "denoise_ratio": round(med(d_serial) / med(d_batched), 3),
         "throughput_ratio": round(med(r_serial) / med(r_batched), 3),
         "max_abs_diff": diff,
@@ -122,12 +122,9 @@ def main() -> None:
         "batch_sizes": batched.gatherer.stats.sizes,
         "targets": {"denoise_ratio": 1.7, "max_abs_diff": 1},
         "requests": N, "width": SIZE, "height": SIZE, "steps": STEPS, "dtype": "bfloat16",
-        "peak_vram_gb": round(torch.cuda.max_memory_allocated() / 1e9, 2),
+        "peak_vram_gb": peak_gb(),
     }  # fmt: skip
-    print(json.dumps(figures, indent=2))
-    out = HERE / "results" / "gpu_batching.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(figures, indent=2) + "\n")
+    write("gpu_batching", figures)
 
 
 if __name__ == "__main__":

@@ -10,7 +10,6 @@ bench/results/gpu_compile.json: ``eager_steps_per_s``, ``graphed_steps_per_s``, 
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 import tempfile
@@ -19,10 +18,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "packs" / "primitives" / "src"))
-sys.path.insert(0, str(HERE.parent / "tests" / "models"))
 
-SIZE, STEPS, RUNS, PROMPT = 1024, 8, 5, "a red fox in snow, 35mm photograph"
+from gpu_zimage import DEVICE, PROMPT, gpu_name, need_gpu, scaled, sync, write  # noqa: E402
+
+SIZE, STEPS, RUNS = scaled(1024, 8, 5)
 
 
 def main() -> None:
@@ -42,11 +41,11 @@ def main() -> None:
     )
     from inline_sdk import WorkerStats
 
-    assert torch.cuda.is_available(), "this benchmark needs a CUDA GPU"
-    transformer, vae, text_encoder = build("cuda")
+    need_gpu()
+    transformer, vae, text_encoder = build(DEVICE)
     with tempfile.TemporaryDirectory() as tmp:
         tokenizer = build_tokenizer(Path(tmp) / "tok")
-    te = TextEncoder(text_encoder, tokenizer, "random", "cuda")
+    te = TextEncoder(text_encoder, tokenizer, "random", DEVICE)
     cond = encode_prompts(te, [PROMPT])
     h, w = latent_size(SIZE, SIZE)
     stats = WorkerStats()
@@ -59,12 +58,12 @@ def main() -> None:
                               seed=seed)  # fmt: skip
 
     def timed(den, seed: int, whole: bool) -> tuple[float, object]:
-        torch.cuda.synchronize()
+        sync()
         t0 = time.perf_counter()
         x = den.denoise(req(seed))
         if whole:
             encode_png(decode(vae, x)[0])
-        torch.cuda.synchronize()
+        sync()
         return time.perf_counter() - t0, x
 
     t0 = time.perf_counter()
@@ -81,7 +80,7 @@ def main() -> None:
     pa, pb = decode(vae, a)[0], decode(vae, b)[0]
     med = statistics.median
     figures = {
-        "gpu": torch.cuda.get_device_name(0),
+        "gpu": gpu_name(),
         "eager_steps_per_s": round(STEPS / med(e), 3),
         "graphed_steps_per_s": round(STEPS / med(g), 3),
         "denoise_ratio": round(med(e) / med(g), 3),
@@ -91,10 +90,7 @@ def main() -> None:
         "compile": stats.snapshot().get("compile"),
         "width": SIZE, "height": SIZE, "steps": STEPS, "runs": RUNS, "dtype": "bfloat16",
     }  # fmt: skip
-    print(json.dumps(figures, indent=2))
-    out = HERE / "results" / "gpu_compile.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(figures, indent=2) + "\n")
+    write("gpu_compile", figures)
 
 
 if __name__ == "__main__":

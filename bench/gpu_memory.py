@@ -24,11 +24,21 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
-for extra in ("packs/primitives/src", "core/src", "sdk/src", "tests/models"):
-    sys.path.insert(0, str(ROOT / extra))
+sys.path.insert(0, str(HERE))
+from gpu_zimage import (  # noqa: E402
+    DEVICE,
+    PROMPT,
+    SMOKE,
+    gpu_name,
+    need_gpu,
+    peak_bytes,
+    reset_peak,
+    scaled,
+    sync,
+    write,
+)  # fmt: skip
 
-SIZE, STEPS, RUNS, PROMPT = 1024, 8, 3, "a red fox in snow, 35mm photograph"
+SIZE, STEPS, RUNS = scaled(1024, 8, 3)
 BUDGETS_GB = (8, 16)
 GB = 1e9
 #: The Comfy-Org files' real sizes (shared/data/zimage/FACTS.md).
@@ -40,8 +50,14 @@ SIZES = {
 
 
 def build_cpu():
-    """The three components with random bf16 weights in system RAM."""
+    """The three components with random bf16 weights in system RAM (the smoke run: tiny)."""
     import torch
+
+    if SMOKE:
+        from gpu_zimage import build
+
+        transformer, vae, text_encoder = build("cpu")
+        return {"diffusion": transformer, "vae": vae, "text_encoder": text_encoder}
     from accelerate import init_empty_weights
     from diffusers import AutoencoderKL, ZImageTransformer2DModel
     from gpu_zimage import fill_random_  # the same random weights as the speed script
@@ -69,17 +85,21 @@ def build_cpu():
 
 
 def plan_for(budget_gb: float):
+    import psutil
     import torch
     from inline_core import Budget, Component, Estimate, Gpu, Inventory, activation_bytes, place
 
-    free, total = torch.cuda.mem_get_info()
-    import psutil
+    if SMOKE:  # a 24 GB card, as far as the plan goes
+        free, total, name, bf16 = 23 << 30, 24 << 30, gpu_name(), True
+    else:
+        free, total = torch.cuda.mem_get_info()
+        name, bf16 = torch.cuda.get_device_name(0), torch.cuda.is_bf16_supported()
 
     vm = psutil.virtual_memory()
     inventory = Inventory(
         ram_total_bytes=vm.total,
         ram_free_bytes=vm.available,
-        gpus=(Gpu(0, torch.cuda.get_device_name(0), total, free, torch.cuda.is_bf16_supported()),),
+        gpus=(Gpu(0, name, total, free, bf16),),
     )
     estimate = Estimate(
         components=tuple(Component(k, r, p, b) for k, (r, p, b) in SIZES.items()),
@@ -95,7 +115,7 @@ def render(te, modules: dict, seed: int) -> float:
     from inline_primitives._sampling import sample
     from inline_primitives._text import encode_prompts
 
-    torch.cuda.synchronize()
+    sync()
     t = time.perf_counter()
     cond = encode_prompts(te, [PROMPT])
     h, w = latent_size(SIZE, SIZE)
@@ -103,23 +123,21 @@ def render(te, modules: dict, seed: int) -> float:
     out = sample(modules["diffusion"], cond, None, x, steps=STEPS, guidance=0.0,
                  sampler="euler", scheduler="simple", seed=seed)  # fmt: skip
     encode_png(decode(modules["vae"], out)[0])
-    torch.cuda.synchronize()
+    sync()
     return time.perf_counter() - t
 
 
 def run_budget(placement, pristine: dict, tokenizer) -> dict:
     """Apply ``placement`` to copies of the components, render, measure."""
-    import torch
     from inline_primitives._loading import Placement, apply_placement, offload_others
     from inline_primitives._text import TextEncoder
 
-    torch.cuda.empty_cache()
-    torch.cuda.reset_peak_memory_stats()
+    reset_peak()
     t0 = time.perf_counter()
     modules: dict = {}
     for c in placement.components:
         where = Placement(
-            device="cuda",
+            device=DEVICE,
             dtype="bfloat16",
             quantization=c.quantization,
             offload=c.offload,
@@ -134,14 +152,14 @@ def run_budget(placement, pristine: dict, tokenizer) -> dict:
             )
         modules[c.name] = module
     load_s = time.perf_counter() - t0
-    load_peak = torch.cuda.max_memory_allocated()
+    load_peak = peak_bytes()
     te_plan = next(c for c in placement.components if c.name == "text_encoder")
     parked = placement.park_text_encoder and te_plan.offload == "resident"
-    te = TextEncoder(modules["text_encoder"], tokenizer, "random", "cuda", parked=parked)
+    te = TextEncoder(modules["text_encoder"], tokenizer, "random", DEVICE, parked=parked)
     render(te, modules, 0)  # warm
-    torch.cuda.reset_peak_memory_stats()
+    reset_peak()
     times = [render(te, modules, 10 + i) for i in range(RUNS)]
-    peak = torch.cuda.max_memory_allocated()
+    peak = peak_bytes()
     budget = placement.vram_budget_bytes
     return {
         "plan": {
@@ -165,10 +183,9 @@ def run_budget(placement, pristine: dict, tokenizer) -> dict:
 
 
 def main() -> None:
-    import torch
     from _tiny import build_tokenizer
 
-    assert torch.cuda.is_available(), "this benchmark needs a CUDA GPU"
+    need_gpu()
     started = time.perf_counter()
     pristine = build_cpu()
     with tempfile.TemporaryDirectory() as tmp:
@@ -185,17 +202,14 @@ def main() -> None:
         results.append(entry)
         print(json.dumps(entry, indent=2), flush=True)
         gc.collect()
-        torch.cuda.empty_cache()
+        reset_peak()
     figures = {
-        "gpu": torch.cuda.get_device_name(0),
+        "gpu": gpu_name(),
         "width": SIZE, "height": SIZE, "steps": STEPS, "runs": RUNS,
         "build_s": round(built_s, 1),
         "budgets": results,
     }  # fmt: skip
-    out = HERE / "results" / "gpu_memory.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(figures, indent=2) + "\n")
-    print(f"wrote {out}")
+    write("gpu_memory", figures)
 
 
 if __name__ == "__main__":

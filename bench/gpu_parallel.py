@@ -14,7 +14,6 @@ split it (``parallel.splitBy``).
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 import sys
@@ -24,10 +23,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-sys.path.insert(0, str(HERE.parent / "packs" / "primitives" / "src"))
-sys.path.insert(0, str(HERE.parent / "tests" / "models"))
 
-SIZE, STEPS, RUNS, PROMPT = 1024, 8, 3, "a red fox in snow, 35mm photograph"
+from gpu_zimage import PROMPT, sync, write  # noqa: E402
+
+SIZE, STEPS, RUNS = 1024, 8, 3  # no smoke run: bench/parallel_cpu.py is its CPU twin
 
 
 def main() -> None:
@@ -74,10 +73,10 @@ def main() -> None:
         local.denoise(req(0))
         one, split = [], []
         for i in range(RUNS):
-            torch.cuda.synchronize()
+            sync()
             t0 = time.perf_counter()
             a = local.denoise(req(10 + i))
-            torch.cuda.synchronize()
+            sync()
             one.append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             b = group.denoise(req(10 + i))
@@ -98,10 +97,7 @@ def main() -> None:
         "parallel": stats.snapshot().get("parallel"),
         "width": SIZE, "height": SIZE, "steps": STEPS, "runs": RUNS, "dtype": "bfloat16",
     }  # fmt: skip
-    print(json.dumps(figures, indent=2))
-    out = HERE / "results" / "gpu_parallel.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(figures, indent=2) + "\n")
+    write("gpu_parallel", figures)
 
 
 if __name__ == "__main__":

@@ -7,11 +7,17 @@ straight on the GPU, a small trained stand-in tokenizer, then times 1024x1024, 8
 the primitives library's encode / sample / decode (what ``alibaba/z-image-turbo`` runs) against a
 ``ZImagePipeline`` call over the very same modules. Prints and writes
 bench/results/gpu_zimage.json (seconds per image each, ``ratio_vs_diffusers``).
+
+``gpu_zimage``, ``gpu_batching``, ``gpu_compile`` and ``gpu_memory`` take ``--smoke``: the same
+code on the CPU with the tiny demo models (``inline_zimage._demo``), 128x128, 2 steps, one run, so
+the suite keeps the scripts working on a machine without a GPU (tests/models/test_gpu_scripts.py).
+Its figures mean nothing and go to ``bench/results/<name>.smoke.json``.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import statistics
 import sys
 import tempfile
@@ -19,10 +25,75 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "packs" / "primitives" / "src"))
-sys.path.insert(0, str(HERE.parent / "tests" / "models"))
+# the project's sources, for a Python that holds only the libraries (a lent GPU machine's)
+for _extra in ("sdk/src", "core/src", "packs/zimage/src", "packs/primitives/src", "tests/models"):
+    sys.path.insert(0, str(HERE.parent / _extra))
 
-SIZE, STEPS, RUNS, PROMPT = 1024, 8, 5, "a red fox in snow, 35mm photograph"
+#: The CPU dry run of the same code (module docstring).
+SMOKE = "--smoke" in sys.argv[1:]
+DEVICE = "cpu" if SMOKE else "cuda"
+
+
+def scaled(size: int, steps: int, runs: int) -> tuple[int, int, int]:
+    """The script's image size, steps and timed runs; the smoke run's instead."""
+    return (128, 2, 1) if SMOKE else (size, steps, runs)
+
+
+SIZE, STEPS, RUNS = scaled(1024, 8, 5)
+PROMPT = "a red fox in snow, 35mm photograph"
+
+
+def need_gpu() -> None:
+    import torch
+
+    assert SMOKE or torch.cuda.is_available(), "this benchmark needs a CUDA GPU (or --smoke)"
+
+
+def sync() -> None:
+    """Wait for the GPU's queued work (the timers read wall time)."""
+    import torch
+
+    if not SMOKE:
+        torch.cuda.synchronize()
+
+
+def gpu_name() -> str:
+    import torch
+
+    return "cpu (smoke)" if SMOKE else torch.cuda.get_device_name(0)
+
+
+def peak_bytes() -> int:
+    """The GPU memory high mark since the last ``reset_peak`` (0 in the smoke run)."""
+    import torch
+
+    return 0 if SMOKE else torch.cuda.max_memory_allocated()
+
+
+def peak_gb() -> float:
+    return round(peak_bytes() / 1e9, 2)
+
+
+def reset_peak() -> None:
+    """Free the allocator's cached blocks and restart the high mark."""
+    import torch
+
+    if not SMOKE:
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+
+
+def write(name: str, figures: dict) -> Path:
+    """Print ``figures`` and write them to ``bench/results/<name>.json`` (atomically; the folder
+    ``INLINE_BENCH_RESULTS`` names instead, where set)."""
+    print(json.dumps(figures, indent=2), flush=True)
+    folder = Path(os.environ.get("INLINE_BENCH_RESULTS") or HERE / "results")
+    out = folder / f"{name}{'.smoke' if SMOKE else ''}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_suffix(".tmp")
+    tmp.write_text(json.dumps(figures, indent=2) + "\n")
+    tmp.replace(out)
+    return out
 
 
 def fill_random_(module, generator) -> None:
@@ -38,7 +109,16 @@ def fill_random_(module, generator) -> None:
 
 
 def build(device: str):
+    """The transformer, VAE and text encoder on ``device``: the real architecture with random
+    bf16 weights, or in the smoke run the tiny demo models on the CPU."""
     import torch
+
+    if SMOKE:
+        from inline_zimage._demo import build_parts, build_tokenizer
+
+        with tempfile.TemporaryDirectory() as tmp:
+            text_encoder, transformer, vae = build_parts(build_tokenizer(Path(tmp) / "tok"))
+        return transformer, vae, text_encoder
     from diffusers import AutoencoderKL, ZImageTransformer2DModel
     from inline_primitives import ZIMAGE
     from transformers import Qwen3Config, Qwen3Model
@@ -73,8 +153,8 @@ def main() -> None:
     from inline_primitives._sampling import sample
     from inline_primitives._text import TextEncoder, encode_prompts
 
-    assert torch.cuda.is_available(), "this benchmark needs a CUDA GPU"
-    device = "cuda"
+    need_gpu()
+    device = DEVICE
     started = time.perf_counter()
     transformer, vae, text_encoder = build(device)
     with tempfile.TemporaryDirectory() as tmp:
@@ -83,7 +163,7 @@ def main() -> None:
     te = TextEncoder(text_encoder, tokenizer, "random", device)
 
     def ours(seed: int) -> float:
-        torch.cuda.synchronize()
+        sync()
         t0 = time.perf_counter()
         cond = encode_prompts(te, [PROMPT])
         h, w = latent_size(SIZE, SIZE)
@@ -91,7 +171,7 @@ def main() -> None:
         out = sample(transformer, cond, None, x, steps=STEPS, guidance=0.0, sampler="euler",
                      scheduler="simple", seed=seed)  # fmt: skip
         encode_png(decode(vae, out)[0])
-        torch.cuda.synchronize()
+        sync()
         return time.perf_counter() - t0
 
     pipe = ZImagePipeline(
@@ -105,13 +185,13 @@ def main() -> None:
     def theirs(seed: int) -> float:
         import io
 
-        torch.cuda.synchronize()
+        sync()
         t0 = time.perf_counter()
         image = pipe(PROMPT, height=SIZE, width=SIZE, num_inference_steps=STEPS,
                      guidance_scale=0.0,
                      generator=torch.Generator("cpu").manual_seed(seed)).images[0]  # fmt: skip
         image.save(io.BytesIO(), format="PNG")
-        torch.cuda.synchronize()
+        sync()
         return time.perf_counter() - t0
 
     for seed in range(2):
@@ -122,19 +202,16 @@ def main() -> None:
         a.append(ours(10 + i))
         b.append(theirs(10 + i))
     figures = {
-        "gpu": torch.cuda.get_device_name(0),
+        "gpu": gpu_name(),
         "ours_s_per_image": round(statistics.median(a), 4),
         "diffusers_s_per_image": round(statistics.median(b), 4),
         "ratio_vs_diffusers": round(statistics.median(a) / statistics.median(b), 4),
         "width": SIZE, "height": SIZE, "steps": STEPS, "runs": RUNS, "dtype": "bfloat16",
         "transformer_params": sum(p.numel() for p in transformer.parameters()),
         "build_s": round(built_s, 1),
-        "peak_vram_gb": round(torch.cuda.max_memory_allocated() / 1e9, 2),
+        "peak_vram_gb": peak_gb(),
     }  # fmt: skip
-    print(json.dumps(figures, indent=2))
-    out = HERE / "results" / "gpu_zimage.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(figures, indent=2) + "\n")
+    write("gpu_zimage", figures)
 
 
 if __name__ == "__main__":
