@@ -13,7 +13,7 @@ from inline_core import (
     estimate_paths,
     place,
 )
-from inline_core._policy import cuda_attention
+from inline_core._policy import GPU_RESERVE, cuda_attention
 
 from ..models._sparse import write_all
 
@@ -103,11 +103,19 @@ def test_expected_plan_per_machine(zimage, name, inventory, expected):
     assert plan_of(placement) == expected, name
 
 
-def test_24_gb_parks_nothing_but_16_gb_parks_the_text_encoder(zimage):
-    assert not place(machine(64, 24), zimage).park_text_encoder
+def test_16_gb_is_int8_all_resident_not_bf16_with_the_text_encoder_parked(zimage):
+    # parked between encodes, the text encoder still comes back beside the resident bf16
+    # transformer to encode: 20.9 GB at the peak on an H200 under a 16 GB budget. int8 of both,
+    # resident, peaked at 11.5 GB there (bench/gpu_memory.py).
     p16 = place(machine(64, 16), zimage)
-    assert p16.park_text_encoder and plan_of(p16)["diffusion"][3] == "resident"
-    assert plan_of(p16)["diffusion"][2] == "none"  # bf16 resident, text encoder parked
+    assert not p16.park_text_encoder
+    assert {k: v[2:] for k, v in plan_of(p16).items()} == {
+        "diffusion": ("int8", "resident"),
+        "text-encoder": ("int8", "resident"),
+        "vae": ("none", "resident"),
+    }
+    assert p16.peak_vram_bytes <= 16 * GIB - GPU_RESERVE
+    assert not place(machine(64, 24), zimage).park_text_encoder
 
 
 def test_two_gpus_get_a_parallel_placement(zimage):
@@ -129,7 +137,9 @@ def test_the_attention_kernel_follows_the_device_and_dtype(zimage):
 
 def test_a_vram_budget_and_the_lowvram_profile_are_honoured(zimage):
     capped = place(machine(64, 80), zimage, budget=Budget(vram_bytes=8 * GIB))
-    assert plan_of(capped)["diffusion"][2:] == ("int8", "resident")
+    # int8 of both is 10.2 GB at once: one at a time on the GPU (7.1 GB at the peak on an H200)
+    assert plan_of(capped)["diffusion"][2:] == ("int8", "model")
+    assert capped.peak_vram_bytes <= 8 * GIB - GPU_RESERVE
     low = place(machine(64, 80), zimage, "lowvram")
     assert plan_of(low)["diffusion"][3] == "model"
     cpu = place(machine(64, 80), zimage, "cpu")

@@ -138,6 +138,44 @@ def test_hosted_models_answer_openai_clients_and_the_typed_client(
     assert unknown.value.code == "model_not_found"
 
 
+def test_response_format_goes_to_the_providers_in_their_own_shape(
+    server: Server, fake: FakeUpstream
+):
+    """Structured output is the provider's own for hosted models: Gemini's JSON mode with the
+    schema, Claude's ``output_config.format``; what a provider cannot take is a 400 naming the
+    field, never a silent ignore."""
+    import openai
+
+    api = openai.OpenAI(base_url=server.url + "/openai/v1", api_key="unused", max_retries=0)
+    schema = {"type": "object", "properties": {"city": {"type": "string"},
+              "unit": {"enum": ["C", "F"]}}, "required": ["city", "unit"],
+              "additionalProperties": False}  # fmt: skip
+    strict = {"type": "json_schema", "json_schema": {"name": "w", "schema": schema, "strict": True}}
+    ask = [{"role": "user", "content": "Weather in Paris, as JSON?"}]
+
+    api.chat.completions.create(model="google/gemini-2.5-flash", messages=ask,
+                                response_format=strict)  # type: ignore[arg-type]  # fmt: skip
+    config = fake.requests[-1]["body"]["generationConfig"]
+    assert config["responseMimeType"] == "application/json"
+    assert config["responseJsonSchema"] == schema
+    api.chat.completions.create(model="google/gemini-2.5-flash", messages=ask, max_tokens=33,
+                                response_format={"type": "json_object"})  # fmt: skip
+    config = fake.requests[-1]["body"]["generationConfig"]
+    assert config["responseMimeType"] == "application/json"
+    assert "responseJsonSchema" not in config
+
+    api.chat.completions.create(model="anthropic/claude-sonnet-4-5", messages=ask,
+                                response_format=strict)  # type: ignore[arg-type]  # fmt: skip
+    sent = fake.requests[-1]["body"]
+    assert sent["output_config"] == {"format": {"type": "json_schema", "schema": schema}}
+    before = len(fake.requests)
+    with pytest.raises(openai.BadRequestError) as loose:
+        api.chat.completions.create(model="anthropic/claude-sonnet-4-5", messages=ask,
+                                    response_format={"type": "json_object"})  # fmt: skip
+    assert "response_format" in loose.value.message and "json_schema" in loose.value.message
+    assert len(fake.requests) == before  # refused before anything went upstream
+
+
 def test_hosted_runs_take_their_secret_and_never_show_it(
     server: Server, fake: FakeUpstream, hosted_data: Path
 ):

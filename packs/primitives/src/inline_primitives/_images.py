@@ -34,7 +34,7 @@ def decode(vae: Any, latents: Any, *, tiled: bool | None = None) -> list[Any]:
     if tiled is None and getattr(vae, "_inline_tiling", False):
         tiled = True  # the memory plan asks for it (offloaded, or a large batch)
     cfg = vae.config
-    with torch.inference_mode():
+    with torch.no_grad():
         z = latents.to(device=execution_device(vae), dtype=vae.dtype)
         z = z / cfg.scaling_factor + cfg.shift_factor
         scale = 2 ** (len(cfg.block_out_channels) - 1)
@@ -43,6 +43,9 @@ def decode(vae: Any, latents: Any, *, tiled: bool | None = None) -> list[Any]:
             vae.tile_sample_min_size = TILE_SAMPLE
             vae.tile_latent_min_size = TILE_SAMPLE // scale
             vae.tile_overlap_factor = 0.25
+            hook = getattr(vae, "_hf_hook", None)
+            if hook is not None:  # model offload: what ``decode``'s own hook does, which
+                hook.pre_forward(vae)  # ``tiled_decode`` skips (the weights come to the GPU)
             image = vae.tiled_decode(z, return_dict=False)[0]
         else:
             image = vae.decode(z, return_dict=False)[0]
@@ -83,7 +86,7 @@ def encode(vae: Any, data: bytes, size: tuple[int, int] | None = None) -> Any:
     from ._loading import execution_device
 
     cfg = vae.config
-    with torch.inference_mode():
+    with torch.no_grad():
         dist = vae.encode(x.to(device=execution_device(vae), dtype=vae.dtype)).latent_dist
         z = dist.mode().float()
         return (z - cfg.shift_factor) * cfg.scaling_factor

@@ -107,7 +107,7 @@ def sample(
     if guidance > 0:
         neg = _per_item((negative or positive.zeroed()).embeds, batch, device, dtype)
     total = len(timesteps)
-    with torch.inference_mode():
+    with torch.no_grad():
         for i, t in enumerate(timesteps):
             timestep = (1000 - t.expand(batch)) / 1000
             if neg is not None:
@@ -153,7 +153,7 @@ def preview_png(latents: Any, size: int = 256) -> bytes:
     import torch
     from PIL import Image
 
-    with torch.inference_mode():
+    with torch.no_grad():
         x = latents[0].float().cpu()
         groups = torch.tensor_split(x, 3, dim=0)
         rgb = torch.stack([g.mean(dim=0) for g in groups])

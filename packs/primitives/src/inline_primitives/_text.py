@@ -98,9 +98,11 @@ class Conditioning:
 
 
 def encode_prompts(te: TextEncoder, prompts: list[str]) -> Conditioning:
-    """Encode like diffusers' ``ZImagePipeline._encode_prompt``, under inference mode: the chat
+    """Encode like diffusers' ``ZImagePipeline._encode_prompt``, without autograd: the chat
     template with thinking enabled, padded to 512 tokens, features from ``hidden_states[-2]``,
-    only the unmasked tokens kept."""
+    only the unmasked tokens kept. ``no_grad``, not inference mode, in every forward of this
+    library: offload hooks move weights inside the forward, and int8 (torchao) weights moved
+    under inference mode become inference tensors that cannot be parameters again."""
     import torch
 
     texts = [
@@ -126,7 +128,7 @@ def encode_prompts(te: TextEncoder, prompts: list[str]) -> Conditioning:
 def _encode(te: TextEncoder, texts: list[str], prompts: list[str]) -> Conditioning:
     import torch
 
-    with torch.inference_mode():
+    with torch.no_grad():
         inputs = te.tokenizer(
             texts,
             padding="max_length",

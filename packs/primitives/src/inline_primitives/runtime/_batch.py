@@ -162,7 +162,7 @@ class BatchedDenoiser:
         guidance = float(items[0].request.guidance)
         dtype = self.transformer.dtype
         total = len(timesteps)
-        with torch.inference_mode(), attention_on(self.transformer, self.device):
+        with torch.no_grad(), attention_on(self.transformer, self.device):
             for i, t in enumerate(timesteps):
                 for it in items:
                     if it.live and it.request.cancelled():
