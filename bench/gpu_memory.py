@@ -50,41 +50,15 @@ SIZES = {
 
 
 def build_cpu():
-    """The three components with random bf16 weights in system RAM (the smoke run: tiny)."""
-    import torch
-
+    """The three components with random bf16 weights in system RAM (the smoke run: tiny),
+    filled on the GPU (seconds; the CPU takes minutes for 10 B weights), then moved."""
     from gpu_zimage import build
 
-    # filled on the GPU (seconds; the CPU takes minutes for 10 B weights), then moved to RAM
     transformer, vae, text_encoder = build(DEVICE)
     parts = {"diffusion": transformer, "vae": vae, "text_encoder": text_encoder}
     parts = {k: m.to("cpu") for k, m in parts.items()}
     reset_peak()
     return parts
-    from accelerate import init_empty_weights
-    from diffusers import AutoencoderKL, ZImageTransformer2DModel
-    from gpu_zimage import fill_random_  # the same random weights as the speed script
-    from inline_primitives import ZIMAGE
-    from transformers import Qwen3Config, Qwen3Model
-
-    comps = {c.kind: c for c in ZIMAGE.components}
-
-    def random_module(make):
-        with init_empty_weights():
-            module = make()
-        module = module.to(torch.bfloat16).to_empty(device="cpu")
-        fill_random_(module, torch.Generator().manual_seed(0))
-        return module.eval().requires_grad_(False)
-
-    def cfg(kind):
-        return {k: v for k, v in comps[kind].shipped_config().items() if not k.startswith("_")}
-
-    te_cfg = Qwen3Config.from_dict(comps["text_encoder"].shipped_config())
-    return {
-        "diffusion": random_module(lambda: ZImageTransformer2DModel.from_config(cfg("diffusion"))),
-        "vae": random_module(lambda: AutoencoderKL.from_config(cfg("vae"))),
-        "text_encoder": random_module(lambda: Qwen3Model(te_cfg)),
-    }
 
 
 def plan_for(budget_gb: float):

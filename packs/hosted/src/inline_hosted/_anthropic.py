@@ -10,6 +10,7 @@ from inline_sdk.chat import ChatCompletion, Completion
 
 from ._common import (
     Messages,
+    ResponseFormat,
     Seed,
     Stop,
     Streamed,
@@ -20,6 +21,7 @@ from ._common import (
     base_url,
     cancellable,
     function_specs,
+    json_format,
     refused,
     retry_after_of,
     text_of,
@@ -103,6 +105,7 @@ class AnthropicComplete(
         seed: Seed = -1,
         tools: Tools = [],  # noqa: B006
         stop: Stop = [],  # noqa: B006
+        response_format: ResponseFormat = {},  # noqa: B006
         thinking_budget: Annotated[
             int, Param("Thinking budget (tokens, 0: off)", min=0, advanced=True)
         ] = 0,
@@ -127,6 +130,13 @@ class AnthropicComplete(
             kwargs["thinking"] = {"type": "enabled", "budget_tokens": thinking_budget}
         if stop:
             kwargs["stop_sequences"] = list(stop)
+        wanted = json_format(NODE, response_format)
+        if wanted is not None and wanted[1] is None:
+            raise refused(NODE, "$.response_format", "Claude's structured output takes a JSON "
+                          "schema: send {'type': 'json_schema', 'json_schema': {'schema': "
+                          "{...}}}, not json_object")  # fmt: skip
+        if wanted is not None:  # structured output, decoded by Anthropic against the schema
+            kwargs["output_config"] = {"format": {"type": "json_schema", "schema": wanted[1]}}
         if tools:
             kwargs["tools"] = [
                 {

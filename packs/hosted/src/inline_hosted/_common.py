@@ -23,6 +23,8 @@ TopP = Annotated[float, Param("Top p", min=0, max=1, step=0.05, advanced=True)]
 Seed = Annotated[int, Param("Seed", widget="seed", advanced=True)]
 Tools = Annotated[list[dict[str, Any]], Param("Tools", widget="textarea", advanced=True)]
 Stop = Annotated[list[str], Param("Stop", widget="textarea", advanced=True)]
+#: OpenAI's ``response_format`` as the /openai/v1 routes pass it (``text/complete`` takes it too).
+ResponseFormat = Annotated[dict[str, Any], Param("Response format", internal=True)]
 
 #: Statuses worth another try: rate limited, overloaded (Anthropic), unavailable.
 RETRYABLE: Final = frozenset({429, 503, 529})
@@ -192,6 +194,25 @@ def retry_after_of(headers: Any) -> float | None:
 def refused(node_type: str, path: str, message: str) -> ParamsInvalid:
     """The error for params the node cannot send (a user's mistake, not the node's bug)."""
     return ParamsInvalid(node_type, [ParamIssue(path, message)])
+
+
+def json_format(node_type: str, response_format: dict[str, Any]) -> tuple[str, Any] | None:
+    """``(kind, schema)`` of ``response_format``: ``json_object`` (schema None) or
+    ``json_schema`` with its schema object; None for plain text or none given."""
+    if not response_format or response_format.get("type") == "text":
+        return None
+    kind = response_format.get("type")
+    if kind == "json_object":
+        return kind, None
+    spec = response_format.get("json_schema")
+    if kind != "json_schema" or not isinstance(spec, dict):
+        raise refused(node_type, "$.response_format", "must be {'type': 'text'}, "
+                      "{'type': 'json_object'} or {'type': 'json_schema', 'json_schema': "
+                      "{'schema': {...}}}")  # fmt: skip
+    schema = spec.get("schema")
+    if not isinstance(schema, dict):
+        raise refused(node_type, "$.response_format.json_schema.schema", "must be an object")
+    return kind, schema
 
 
 def user_messages(

@@ -10,6 +10,7 @@ from inline_sdk.chat import ChatCompletion, Completion
 
 from ._common import (
     Messages,
+    ResponseFormat,
     Seed,
     Stop,
     Streamed,
@@ -20,6 +21,7 @@ from ._common import (
     base_url,
     cancellable,
     function_specs,
+    json_format,
     refused,
     retry_after_of,
     text_of,
@@ -118,12 +120,14 @@ class GeminiComplete(
         seed: Seed = -1,
         tools: Tools = [],  # noqa: B006
         stop: Stop = [],  # noqa: B006
+        response_format: ResponseFormat = {},  # noqa: B006
         api_key_secret: Annotated[str, Param("API key secret", advanced=True)] = "GEMINI_API_KEY",
     ) -> Completion:
         """Complete the conversation with Gemini; text and thought summaries stream as they come;
         function calls become ``tool_calls``."""
         from google.genai import types
 
+        wanted = json_format(NODE, response_format)  # JSON mode, with a schema or not
         client = _client(ctx, api_key_secret)
         sys_text, contents = to_gemini(user_messages(messages, prompt, NODE))
         if system:
@@ -150,6 +154,8 @@ class GeminiComplete(
             if tools
             else None,
             thinking_config=types.ThinkingConfig(include_thoughts=True),
+            response_mime_type="application/json" if wanted else None,
+            response_json_schema=wanted[1] if wanted else None,
         )
         out = Streamed(ctx)
 
