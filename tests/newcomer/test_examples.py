@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from PIL import Image
 
+from .._builds import data_dir_over
 from ..api.conftest import Server, start_server
 from ..hosted._fakes import ANTHROPIC_TEXT, FakeUpstream
 from ._demo_env import INLINE, ROOT, DemoModels, copy_models, demo_data, demo_models
@@ -47,24 +48,20 @@ def fake() -> Iterator[FakeUpstream]:
         yield upstream
 
 
-@pytest.fixture(scope="module")
-def server(
-    demo_data: Path,
-    demo_models: DemoModels,
-    fake: FakeUpstream,
-    tmp_path_factory: pytest.TempPathFactory,
+def serve_examples(
+    data: Path, demo: DemoModels, fake: FakeUpstream, here: Path, **env: str
 ) -> Iterator[Server]:
-    here = tmp_path_factory.mktemp("examples")
-    models = copy_models(demo_models, here / "models")
-    env = {**os.environ, "INLINE_DATA_DIR": str(demo_data)}
-    proc = subprocess.run([str(INLINE), "secrets", "set", "ANTHROPIC_API_KEY"], env=env,
+    """A server over ``data`` and a copy of the demo models, the example key stored."""
+    models = copy_models(demo, here / "models")
+    proc = subprocess.run([str(INLINE), "secrets", "set", "ANTHROPIC_API_KEY"],
+                          env={**os.environ, "INLINE_DATA_DIR": str(data)},
                           input="sk-ant-example\n", text=True, capture_output=True,
                           timeout=60)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    srv = start_server(demo_data, here / "inputs", {
+    srv = start_server(data, here / "inputs", {
         "INLINE_MODELS_DIR": str(models), "INLINE_PACK_PATHS": "",
         "INLINE_ANTHROPIC_BASE_URL": fake.url, "HF_HUB_OFFLINE": "1",
-        "TORCHAO_FORCE_SKIP_LOADING_SO_FILES": "1",
+        "TORCHAO_FORCE_SKIP_LOADING_SO_FILES": "1", **env,
     }, wait=False)  # fmt: skip
     try:
         from ..api.conftest import wait_healthy
@@ -73,6 +70,31 @@ def server(
         yield srv
     finally:
         srv.stop()
+
+
+@pytest.fixture(scope="module")
+def server(
+    demo_data: Path,
+    demo_models: DemoModels,
+    fake: FakeUpstream,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Server]:
+    """The examples' server, its packs sandboxed (the default where bwrap works, as in CI)."""
+    yield from serve_examples(demo_data, demo_models, fake, tmp_path_factory.mktemp("examples"))
+
+
+@pytest.fixture(scope="module")
+def unsandboxed(
+    demo_data: Path,
+    demo_models: DemoModels,
+    fake: FakeUpstream,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Server]:
+    """A second server over the same pack venvs and demo models, ``INLINE_SANDBOX=off``: a
+    data dir of its own, so no take comes from the other's cache."""
+    data = data_dir_over(tmp_path_factory, "demo-data-unsandboxed")
+    here = tmp_path_factory.mktemp("examples-unsandboxed")
+    yield from serve_examples(data, demo_models, fake, here, INLINE_SANDBOX="off")
 
 
 def run_example(server: Server, name: str, out: Path) -> dict[str, Any]:
@@ -110,6 +132,30 @@ def test_the_example_runs_over_http(server: Server, name: str, tmp_path: Path) -
     if name == "hosted.json":
         reply = next(Path(t["path"]).read_text() for t in takes if t["output"] == "text")
         assert reply == "".join(ANTHROPIC_TEXT)
+
+
+def workers_sandboxed(server: Server) -> dict[str, bool]:
+    with server.client() as http:
+        health = http.get("/v1/health").json()
+    return {pack: w["sandboxed"] for pack, w in health["workers"].items()}
+
+
+def take_bytes(summary: dict[str, Any]) -> list[tuple[str, str, bytes]]:
+    return sorted((t["output"], t["kind"], Path(t["path"]).read_bytes()) for t in summary["takes"])
+
+
+@pytest.mark.parametrize("name", sorted(KINDS))
+def test_the_first_party_packs_give_the_same_bytes_unsandboxed(
+    server: Server, unsandboxed: Server, name: str, tmp_path: Path
+) -> None:
+    boxed = run_example(server, name, tmp_path / "sandboxed")
+    bare = run_example(unsandboxed, name, tmp_path / "unsandboxed")
+    assert boxed["status"] == bare["status"] == "done"
+    assert take_bytes(boxed) == take_bytes(bare), name
+    # what ran, ran as each server says: in the sandbox there, outside it here
+    assert workers_sandboxed(server) and all(workers_sandboxed(server).values())
+    ran = workers_sandboxed(unsandboxed)
+    assert ran and not any(ran.values())
 
 
 def test_img2img_and_lora_change_the_render(server: Server, tmp_path: Path) -> None:

@@ -11,6 +11,7 @@ import socket
 import subprocess
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -138,6 +139,31 @@ def test_no_network_unless_the_manifest_says_so(world: dict[str, Any]):
     through = attempt(srv, "hostilenet/connect", port=hello.port)
     assert through["status"] == "done", through
     assert hello.accepted == before + 1
+
+
+def test_a_pack_that_names_its_model_categories_sees_only_those(world: dict[str, Any]):
+    srv, models = world["server"], world["data"] / "models"  # inside the masked data dir
+    files = {}
+    for category in ("vae", "checkpoints"):
+        (models / category).mkdir(parents=True, exist_ok=True)
+        files[category] = models / category / f"{category}.safetensors"
+        files[category].write_text(category)
+    for path in files.values():  # the hostile pack names none: it reads every category
+        assert attempt(srv, "hostile/read", path=str(path))["status"] == "done"
+    # hostilenet names vae alone (its worker may have started before the file was written)
+    seen = attempt(srv, "hostilenet/read", path=str(files["vae"]))
+    assert seen["status"] == "done", seen
+    refused(srv, "hostilenet/read", "No such file or directory", path=str(files["checkpoints"]))
+
+
+def test_a_model_category_that_is_no_catalog_is_named(tmp_path: Path):
+    from inline_registry import PackInvalid
+    from inline_registry._manifest import parse_manifest
+
+    with pytest.raises(PackInvalid, match=r"tool.inline.model_categories: 'checkpoint' is not a"):
+        parse_manifest({"model_categories": ["vae", "checkpoint"]}, str(tmp_path))
+    assert parse_manifest({"model_categories": []}, "x").model_categories == ()
+    assert parse_manifest({}, "x").model_categories is None
 
 
 def test_the_host_process_is_out_of_sight(world: dict[str, Any]):

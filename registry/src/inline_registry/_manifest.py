@@ -38,7 +38,7 @@ CATALOGS = frozenset(
     {
         "diffusion_models", "checkpoints", "vae", "text_encoders", "loras", "clip_vision",
         "controlnet", "upscale_models", "latent_upscale_models", "model_patches", "embeddings",
-        "annotators", "characters", "diffusers",
+        "annotators", "characters", "diffusers", "llm",
     }
 )  # fmt: skip
 
@@ -71,6 +71,9 @@ class Manifest(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=
     sdk: str = "1"
     #: Whether the pack's workers may reach the network (a sandboxed worker has none else).
     network: bool = False
+    #: The models dirs' categories (subfolders) its workers read; None: every one. A sandboxed
+    #: worker sees only these (``model_categories = ["llm"]``; ``[]``: no models at all).
+    model_categories: tuple[str, ...] | None = None
     nodes: dict[str, NodeManifest] = msgspec.field(default_factory=dict)
 
 
@@ -129,5 +132,12 @@ def _walk(data: Any, struct: type[msgspec.Struct], path: str, problems: list[str
             msgspec.convert(value, field.type)
         except msgspec.ValidationError as exc:
             problems.append(f"{where}: {exc}")
+            continue
+        if struct is Manifest and key == "model_categories":
+            problems.extend(
+                f"{where}: '{c}' is not a catalog (one of {', '.join(sorted(CATALOGS))})"
+                for c in value or ()  # null: every category (a stored manifest says so)
+                if c not in CATALOGS
+            )
     missing = [f.encode_name for f in fields.values() if f.required and f.encode_name not in data]
     problems.extend(f"{path}.{name}: required key is missing" for name in missing)

@@ -33,6 +33,8 @@ module-name = "{module}"
 # The pack manifest, validated strictly (an unknown key is an error naming it).
 [tool.inline]
 sdk = "{major}"
+# The models/ folders its workers read; a sandboxed worker sees only these (unset: all of them).
+model_categories = []
 
 [tool.inline.nodes."{name}/hello"]
 enabled = true

@@ -7,14 +7,16 @@
 - ``off`` (``inline serve --no-sandbox``): no worker is sandboxed (health says so).
 - ``required``: a worker that cannot be sandboxed is refused, first-party or not.
 
-A worker reads the models dirs, the input roots and the asset blobs, read-only; it writes only
-its scratch (``<data dir>/scratch/<pack>``, seen as ``/inline/scratch``). The host's data dir
-(run store, secrets, tokens, other packs) is never in its view, nor the user's home: the home
-(a default input root) is left out, and a root holding the data dir has the data dir masked.
+A worker reads the models dirs (only the categories its manifest names in ``model_categories``,
+where it names them), the input roots and the asset blobs, read-only; it writes only its scratch
+(``<data dir>/scratch/<pack>``, seen as ``/inline/scratch``). The host's data dir (run store,
+secrets, tokens, other packs) is never in its view, nor the user's home: the home (a default
+input root) is left out, and a root holding the data dir has the data dir masked.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Callable, Mapping
@@ -87,28 +89,52 @@ class Sandboxing:
         return Confinement(
             venv=python.parent.parent,
             scratch=self.settings.data_dir / "scratch" / pack,
-            read_only=self.readable(),
+            read_only=self.readable(self.categories(pack)),
             network=declared or network,
             masked=(self.settings.data_dir,),
-            reopened=self.reopened(),
+            reopened=self.reopened(self.categories(pack)),
             env=self.env_changes(),
         )
 
-    def readable(self) -> tuple[Path, ...]:
-        """What a worker may read, besides its venv: the models dirs, the input roots (without
-        the home, unless ``INLINE_INPUT_ROOTS`` names it) and ``INLINE_SANDBOX_READ``."""
+    def categories(self, pack: str) -> tuple[str, ...] | None:
+        """The model categories ``pack``'s manifest says its workers read (None: every one)."""
+        info = self._registry().packs.get(pack) if self._registry is not None else None
+        return getattr(info.manifest, "model_categories", None) if info is not None else None
+
+    def models_view(self, categories: tuple[str, ...] | None) -> tuple[Path, ...]:
+        """The models folders a worker reads: each models dir whole, or only its
+        ``categories``. Each such folder is made if missing, so that it is bound now and a model
+        added to it while the worker runs is seen (a read-only models dir just lacks it)."""
+        roots = self.settings.models_roots
+        if categories is None:
+            return tuple(roots)
+        out: list[Path] = []
+        for root in roots:
+            for category in categories:
+                folder = root / category
+                with contextlib.suppress(OSError):
+                    folder.mkdir(parents=True, exist_ok=True)
+                if folder.is_dir():
+                    out.append(folder)
+        return tuple(out)
+
+    def readable(self, categories: tuple[str, ...] | None = None) -> tuple[Path, ...]:
+        """What a worker may read, besides its venv: the models dirs (only ``categories`` of
+        them, where the pack names those), the input roots (without the home, unless
+        ``INLINE_INPUT_ROOTS`` names it) and ``INLINE_SANDBOX_READ``."""
         s = self.settings
         home = Path.home().resolve()
         named = bool(os.environ.get("INLINE_INPUT_ROOTS"))
         roots = [r for r in s.input_roots if named or not _holds(r.resolve(), home)]
-        return tuple(dict.fromkeys([*s.models_roots, *roots, *s.sandbox_read]))
+        return tuple(dict.fromkeys([*self.models_view(categories), *roots, *s.sandbox_read]))
 
-    def reopened(self) -> tuple[Path, ...]:
-        """Folders of the (masked) data dir a worker reads: the inputs and the asset blobs."""
+    def reopened(self, categories: tuple[str, ...] | None = None) -> tuple[Path, ...]:
+        """Folders of the (masked) data dir a worker reads: the inputs, the asset blobs, and
+        the models folders inside it."""
         s = self.settings
         inputs = s.data_dir / "inputs"
         return tuple(p for p in (inputs, s.blobs_dir / "sha256") if p.exists()) + tuple(
-            r for r in s.models_roots if _holds(s.data_dir, r)
+            r for r in self.models_view(categories) if _holds(s.data_dir, r)
         )
 
     def env_changes(self) -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""The hostile pack's network node, in a pack whose manifest says ``network = true``."""
+"""The hostile pack's network node, in a pack whose manifest says ``network = true``, and a file
+reader in a pack whose manifest names the one model category it reads (``vae``)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,14 @@ def connect(
         return s.recv(100).decode()
 
 
+@node("hostilenet/read", title="Read a file", category="Test")
+def read(
+    ctx: Context, *, path: Annotated[str, Param("Path")] = ""
+) -> Annotated[str, Output("text", "Text")]:
+    with open(path, "rb") as fh:
+        return fh.read(200).decode("utf-8", "replace")
+
+
 @hookimpl
 def inline_nodes() -> list[NodeSpec]:
-    return [connect]
+    return [connect, read]
