@@ -7,6 +7,9 @@ JSON every time, streamed and not)."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import time
 from typing import Any
 
 import httpx
@@ -156,6 +159,33 @@ def test_n_choices_streamed_and_not(server: Server) -> None:
     assert [streamed[i] for i in range(3)] == texts
     assert finished == {0: "length", 1: "length", 2: "length"}
     assert usage == done.usage
+    # the choices were decoded together, one batch of 3 (the streamed ones were cache hits)
+    health = httpx.get(server.url + "/v1/health", headers={"Authorization": f"Bearer {TOKEN}"})
+    batches = health.json()["workers"]["text"]["runtime"]["choicesBatching"]
+    assert batches["sizes"].get("3", 0) >= 1 and batches["fallbacks"] == 0, batches
+
+
+def _text_worker(server: Server) -> dict[str, Any] | None:
+    health = httpx.get(server.url + "/v1/health", headers={"Authorization": f"Bearer {TOKEN}"})
+    return health.json()["workers"].get("text")
+
+
+def test_n_choices_each_keep_their_own_grammar(server: Server) -> None:
+    """On a fresh worker too: the choices' calls arrive at once and load the model once."""
+    api = client(server)
+    worker = _text_worker(server)
+    if worker is not None:  # a fresh worker for this request: its choices are its first calls
+        os.kill(worker["pid"], signal.SIGKILL)
+        deadline = time.monotonic() + 60
+        while (now := _text_worker(server)) is not None and now["pid"] == worker["pid"]:
+            assert time.monotonic() < deadline, "the host never saw its text worker die"
+            time.sleep(0.05)  # polling another process's state, not synchronisation
+    done = api.chat.completions.create(model="qwen-random", messages=HELLO, temperature=1.0,
+                                       seed=21, max_tokens=400, n=3,
+                                       response_format=STRICT)  # type: ignore[arg-type]  # fmt: skip
+    values = [_valid(c.message.content or "") for c in done.choices]
+    assert len({json.dumps(v, sort_keys=True) for v in values}) > 1  # each its own draw
+    assert all(c.finish_reason == "stop" for c in done.choices)
 
 
 def _valid(text: str) -> dict[str, Any]:

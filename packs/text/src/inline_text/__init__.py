@@ -1,10 +1,11 @@
-"""The text pack: ``text/complete`` (any causal LM), ``text/rewrite`` (any seq2seq LM) and
+"""The text pack: ``text/complete`` (any causal LM; ``text/complete-n``, hidden, batches the
+``n`` choices of one request), ``text/rewrite`` (any seq2seq LM) and
 ``text/embed`` (any encoder of ``models/embeddings/``)."""
 
 from inline_sdk import NodeSpec, hookimpl
 
 from ._card import Bucket, Budget, CardInvalid, ModelCard, bucket, budget, cache_length, read_card
-from ._complete import Complete, build_messages, normalize_tools
+from ._complete import Complete, CompleteN, build_messages, normalize_tools
 from ._count import CountTokens
 from ._embed import Embed
 from ._encoder import EncoderConfig, EncoderInvalid, find_encoder, read_encoder
@@ -17,6 +18,7 @@ __all__ = (
     "Budget",
     "CardInvalid",
     "Complete",
+    "CompleteN",
     "Embed",
     "EncoderConfig",
     "EncoderInvalid",
@@ -42,4 +44,4 @@ __all__ = (
 @hookimpl
 def inline_nodes() -> list[NodeSpec]:
     """The nodes of this pack."""
-    return [Complete.spec, Rewrite, Embed.spec, CountTokens]
+    return [Complete.spec, CompleteN.spec, Rewrite, Embed.spec, CountTokens]

@@ -9,7 +9,8 @@ from inline_sdk import Context, Param
 from inline_sdk.chat import ChatCompletion, Completion, TokenLogprob, TopLogprob, Usage
 
 from ._card import budget, cache_length
-from ._generate import IncrementalDecoder, LogprobRecorder, penalties, run_generate, sampling
+from ._choices import Row, choose, sampler
+from ._generate import IncrementalDecoder, LogprobRecorder, penalties, run_generate
 from ._grammar import check_format, ebnf, logits_processor, tool_call_ebnf, tool_call_schema
 from ._load import find_model, load
 from ._parse import THINK_OPEN, ReplyParser
@@ -95,6 +96,9 @@ class Complete(
     ``response_format`` and a forced tool call (``tool_choice``, ``tool_name``) by constrained
     decoding; ``template`` off for a raw completion."""
 
+    #: Whether its calls are the choices of one request, decoded in one batch (``CompleteN``).
+    batches = False
+
     def complete(
         self,
         ctx: Context,
@@ -137,6 +141,9 @@ class Complete(
         top_logprobs: Annotated[
             int, Param("Top log-probabilities", min=0, max=20, internal=True)
         ] = 0,
+        choices: Annotated[
+            int, Param("Choices of the request (batched together)", min=1, max=16, internal=True)
+        ] = 1,
     ) -> Completion:
         conversation = build_messages(messages, "" if not template else system, prompt)
         specs = normalize_tools(tools)
@@ -186,24 +193,40 @@ class Complete(
             ctx.check_cancelled()  # cancel works between tokens
             parser.feed(decoder.push(token))
 
-        out = run_generate(
-            loaded,
-            inputs,
-            seed=seed,
-            stop=lambda: ctx.cancelled or parser.stopped,
-            on_token=on_token,
-            cache_length=total,
-            max_new_tokens=fit.reply,
-            processors=lambda: [
+        def processors() -> list[Any]:
+            return [
                 recording(),
                 penalties(presence_penalty, frequency_penalty, len(ids)),
                 logits_processor(loaded, grammar) if grammar is not None else None,
-            ],
-            **sampling(temperature, top_p),
-        )
+            ]
+
+        if self.batches:  # one of a request's choices: decoded in a batch with the others
+            key = (id(loaded), tuple(ids), fit.reply, total, temperature, top_p, grammar,
+                   presence_penalty, frequency_penalty, logprobs, top_logprobs,
+                   choices)  # fmt: skip
+            generated = choose(ctx, Row(
+                loaded=loaded, ids=ids, key=key, choices=choices, max_new_tokens=fit.reply,
+                cache_length=total,
+                processors=lambda: [*processors(), sampler(loaded, temperature, top_p, seed)],
+                on_token=lambda token: parser.feed(decoder.push(token)),
+                stop=lambda: ctx.cancelled or parser.stopped,
+            ))  # fmt: skip
+        else:
+            out = run_generate(
+                loaded,
+                inputs,
+                seed=seed,
+                stop=lambda: ctx.cancelled or parser.stopped,
+                on_token=on_token,
+                cache_length=total,
+                max_new_tokens=fit.reply,
+                processors=lambda: [*processors(), sampler(loaded, temperature, top_p, seed)],
+                do_sample=False,  # the sampler draws (greedy decoding takes its token)
+                num_beams=1,
+            )
+            generated = out[0, len(ids) :].tolist()
         ctx.check_cancelled()
         parser.finish()
-        generated = out[0, len(ids) :].tolist()
         eos = loaded.model.generation_config.eos_token_id
         eos_ids = set(eos if isinstance(eos, list) else [eos]) if eos is not None else set()
         hit_eos = bool(generated) and generated[-1] in eos_ids
@@ -248,3 +271,20 @@ def token_logprobs(
             )
         )
     return tuple(out)
+
+
+class CompleteN(
+    Complete,
+    type="text/complete-n",
+    title="Complete (LLM), n choices",
+    category="Text",
+    icon="message",
+    version="1.0.0",
+    hidden=True,
+    concurrency=16,
+):
+    """``text/complete`` for the ``n`` choices of one request (the OpenAI routes' ``n``): the
+    host runs each choice as a call of this node, with ``choices=n``, and the worker decodes the
+    calls of one request in one batched ``generate`` (``_choices``)."""
+
+    batches = True

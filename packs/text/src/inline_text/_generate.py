@@ -22,6 +22,12 @@ log = logging.getLogger("inline.text")
 _SEED_LOCK = threading.Lock()
 
 
+def generate_lock() -> threading.Lock:
+    """Held through every ``generate`` of this worker: one at a time (they seed torch's global
+    generators, and a model's static cache is reused from call to call)."""
+    return _SEED_LOCK
+
+
 class IncrementalDecoder:
     """Decodes token ids one at a time into text pieces (multi-byte characters held whole)."""
 

@@ -96,6 +96,10 @@ class Loaded:
 
 _SLOTS: dict[str, tuple[tuple[Any, ...], Loaded]] = {}
 _LOCK = threading.RLock()
+#: One load of a slot at a time: concurrent first calls (the choices of one request) load once.
+_LOADING: dict[str, threading.Lock] = {}
+#: transformers' lazy module is not safe to initialise from two threads at once.
+_IMPORTS = threading.Lock()
 
 
 def _key(folder: Path) -> tuple[Any, ...]:
@@ -133,7 +137,15 @@ def _placement(memory: Memory, folder: Path, slot: str) -> tuple[str, str, str, 
 
 def load(memory: Memory, folder: Path, slot: Slot, weights: Path | None = None) -> Loaded:
     """The model of ``folder`` (loaded once per slot, placed where the broker says; its
-    transformers files in ``weights``, by default the folder itself)."""
+    transformers files in ``weights``, by default the folder itself). Calls that arrive at once
+    wait for the first one's load."""
+    with _LOCK:
+        loading = _LOADING.setdefault(slot, threading.Lock())
+    with loading:
+        return _load(memory, folder, slot, weights)
+
+
+def _load(memory: Memory, folder: Path, slot: Slot, weights: Path | None) -> Loaded:
     source = str(weights or folder)
     key = _key(folder) + ((source,) if weights is not None else ())
     with _LOCK:
@@ -146,8 +158,14 @@ def load(memory: Memory, folder: Path, slot: Slot, weights: Path | None = None) 
     card = read_card(folder)
     device, dtype, quantization, offload, plan = _placement(memory, folder, slot)
     os.environ.setdefault("TORCHAO_FORCE_SKIP_LOADING_SO_FILES", "1")
-    import torch
-    from transformers import AutoModel, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+    with _IMPORTS:
+        import torch
+        from transformers import (
+            AutoModel,
+            AutoModelForCausalLM,
+            AutoModelForSeq2SeqLM,
+            AutoTokenizer,
+        )
 
     auto = {"causal": AutoModelForCausalLM, "seq2seq": AutoModelForSeq2SeqLM}.get(slot, AutoModel)
     with _LOCK:

@@ -193,6 +193,10 @@ def choices_of(n: int | None) -> int:
     return n
 
 
+#: Chat nodes whose ``n`` choices a hidden node of their pack decodes in one batch.
+BATCHED_CHOICES: Final = {"text/complete": "text/complete-n"}
+
+
 def seeded(params: Mapping[str, Any], seed: int | None, count: int) -> list[dict[str, Any]]:
     """``count`` copies of ``params``, choice ``i`` seeded ``seed + i`` (wrapped in the 64-bit
     range); without a seed each run draws its own (the planner draws a negative seed)."""
@@ -270,7 +274,19 @@ def run_requests(
     elif req.tool_choice not in (None, "none", "auto"):
         raise OpenAIError(400, "tool_choice needs tools", param="tool_choice")
     params |= _logprobs(req.logprobs, req.top_logprobs)
-    return [chat_graph(node_type, p) for p in seeded(params, req.seed, count)]
+    return choice_graphs(node_type, params, req.seed, count)
+
+
+def choice_graphs(
+    node_type: str, params: Mapping[str, Any], seed: int | None, count: int
+) -> list[dict[str, Any]]:
+    """The run requests of ``count`` choices of the chat node ``node_type`` (see ``seeded``):
+    where a batched node serves the choices of one request (``BATCHED_CHOICES``), its runs,
+    which the worker decodes as one batch."""
+    batched = BATCHED_CHOICES.get(node_type) if count > 1 else None
+    if batched is not None:
+        params = {**params, "choices": count}
+    return [chat_graph(batched or node_type, p) for p in seeded(params, seed, count)]
 
 
 def _logprobs(logprobs: bool | None, top: int | None) -> dict[str, Any]:

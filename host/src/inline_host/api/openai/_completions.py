@@ -36,14 +36,13 @@ from ._chat import (
     DONE,
     NODE_ID,
     Chunks,
-    chat_graph,
     check_fields,
+    choice_graphs,
     choice_logprobs,
     choices_of,
     run_outputs,
     run_requests,
     sampling_params,
-    seeded,
     tool_calls,
     total_usage,
 )
@@ -310,7 +309,7 @@ def text_requests(req: CompletionRequest, chat: ChatModel) -> list[dict[str, Any
     docs = []
     for prompt in prompts:
         params = {**base, "messages": [{"role": "user", "content": prompt}]}
-        docs += [chat_graph(chat.node, p) for p in seeded(params, req.seed, count)]
+        docs += choice_graphs(chat.node, params, req.seed, count)
     return docs
 
 
