@@ -22,8 +22,9 @@ from inline_sdk.batch import BatchStats, Gatherer, Job
 from ._generate import generate_lock, generation_config
 from ._load import Loaded
 
-#: Seconds a batch's first call waits for the other choices of its request.
-WINDOW_S: Final = 1.0
+#: Seconds a batch's first call waits, at most, for the other choices of its request (it goes
+#: as soon as all are in; only a choice that never comes, a cache hit, costs the whole wait).
+WINDOW_S: Final = 3.0
 CACHE_KEY: Final = "inline_text.choices"
 
 
