@@ -232,3 +232,38 @@ def test_auto_is_one_replica_per_gpu_and_one_without(live):
     assert r.json()["min"] == r.json()["max"] == max(1, gpus)
     bad = client.post("/v1/deployments", json={"node": "testpack/echo", "replicas": "many"})
     assert bad.status_code == 422 and 'or "auto"' in bad.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    ("gpus_gb", "model", "replicas"),
+    [
+        ((24, 16), "z_image_turbo_bf16.safetensors", 2),  # bf16 resident on both
+        ((24, 16, 6), "z_image_turbo_bf16.safetensors", 2),  # the 6 GB card would offload
+        ((6,), "z_image_turbo_bf16.safetensors", 1),  # none holds it whole: one replica
+        ((), "z_image_turbo_bf16.safetensors", 1),  # no GPU: one, on the CPU
+        ((24, 6), "ae.safetensors", 2),  # a VAE fits anywhere
+    ],
+)
+def test_auto_counts_the_gpus_that_hold_the_model_whole(
+    tmp_path: Path, gpus_gb: tuple[int, ...], model: str, replicas: int
+):
+    """``replicas: "auto"`` sizes the model from its headers (real-size sparse Z-Image files)
+    and asks the device policy, GPU by GPU, whether it stays resident there."""
+    from types import SimpleNamespace
+
+    from inline_core import GIB, Gpu, Inventory
+    from inline_host.runs import DeploymentService
+
+    from ..models._sparse import write_all
+
+    models = tmp_path / "models"
+    write_all(models)
+    inventory = Inventory(64 * GIB, 60 * GIB, tuple(
+        Gpu(i, f"{gb} GB card", gb * GIB, gb * GIB) for i, gb in enumerate(gpus_gb)
+    ))  # fmt: skip
+    engine = SimpleNamespace(
+        supervisor=SimpleNamespace(broker=SimpleNamespace(inventory=inventory, profile="gpu-max")),
+        settings=SimpleNamespace(models_roots=(models,), ray_address=None),
+    )
+    service = DeploymentService(engine, None)  # type: ignore[arg-type]
+    assert service._auto("zimage", model) == replicas

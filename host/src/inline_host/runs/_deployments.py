@@ -17,12 +17,16 @@ import logging
 import math
 import re
 import time
+from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import anyio
 import anyio.abc
 import msgspec
+from inline_core import Estimate, HeaderError, activation_bytes, estimate_paths, place
 
+from ..workers import model_files
 from ._deployment_views import (
     Autoscaling,
     Decision,
@@ -84,9 +88,10 @@ class DeploymentService:
                 f"Unknown field(s) {', '.join(unknown)}; a deployment takes {takes}."
             )
         node, model = self._node_and_model(body.get("node"), body.get("model"))
-        low, high = self._range(body, max(1, len(self.engine.supervisor.broker.inventory.gpus)))
-        scaling = self._autoscaling(body)
         pack = self.engine.registry.entries[node].pack
+        auto = self._auto(pack, model) if body.get("replicas") == "auto" else 1
+        low, high = self._range(body, auto)
+        scaling = self._autoscaling(body)
         self._check_devices(pack, high)
         others = [s.spec.name for s in self._live.values() if s.spec.pack == pack]
         if others:
@@ -234,6 +239,45 @@ class DeploymentService:
                 f"Each replica of pack '{pack}' needs a GPU of its own (its nodes load model "
                 f"files) and this machine has {gpus}: ask for at most {gpus} replica(s)."
             )
+
+    def _auto(self, pack: str, model: str | None) -> int:
+        """``"auto"`` replicas: one per GPU that holds the model resident (the policy's plan on
+        that GPU alone, from the files' headers: the deployment's model, else the files the
+        pack's nodes name), one on a machine without GPUs or where no GPU holds it whole."""
+        broker = self.engine.supervisor.broker
+        inventory, profile = broker.inventory, broker.profile
+        if not inventory.gpus or profile == "cpu" or self._on_serve:
+            return max(1, len(inventory.gpus)) if self._on_serve else 1
+        paths = self._model_paths(pack, model)
+        try:
+            components = tuple(estimate_paths(paths))
+        except (HeaderError, OSError, ValueError):
+            components = ()
+        if not components:  # nothing to size: a replica per GPU
+            return len(inventory.gpus)
+        image = any(c.role == "diffusion" for c in components)
+        estimate = Estimate(components, activation_bytes(1024, 1024) if image else 0)
+        fitting = [
+            g for g in inventory.gpus
+            if (plan := place(replace(inventory, gpus=(g,)), estimate, profile)).fits
+            and all(c.offload == "resident" for c in plan.components)
+        ]  # fmt: skip
+        if not fitting:
+            log.warning("replicas auto: no GPU holds %s whole; one replica", model or pack)
+            return 1
+        return len(fitting)
+
+    def _model_paths(self, pack: str, model: str | None) -> list[Path]:
+        """The files a replica of ``pack`` loads: ``model`` (a file or folder of a models dir's
+        category), else those its nodes name."""
+        settings = self.engine.settings
+        if model is None:
+            return model_files(self.engine.registry, settings, pack)[1]
+        for root in settings.models_roots:
+            for category in sorted(root.iterdir()) if root.is_dir() else ():
+                if (category / model).exists():
+                    return [category / model]
+        return []
 
     def _offers(self, node: str, model: str) -> bool:
         descriptor = self.engine.descriptor(node)

@@ -8,6 +8,7 @@ from ._launcher import LaunchedWorker, LaunchFailed, WorkerLauncher
 from ._parallel import parallel_problem
 from ._process import SecretsReader, WorkerProcess
 from ._ray_connect import join_cluster
+from ._ray_placement import model_files
 from ._supervisor import Supervisor
 
 __all__ = (
@@ -20,6 +21,7 @@ __all__ = (
     "WorkerLauncher",
     "WorkerProcess",
     "join_cluster",
+    "model_files",
     "parallel_problem",
     "probe",
 )
