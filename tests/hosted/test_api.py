@@ -174,6 +174,14 @@ def test_response_format_goes_to_the_providers_in_their_own_shape(
                                     response_format={"type": "json_object"})  # fmt: skip
     assert "response_format" in loose.value.message and "json_schema" in loose.value.message
     assert len(fake.requests) == before  # refused before anything went upstream
+    # a field the provider's node does not take: OpenAI's 400 naming it, at submit
+    for field, value in (("logprobs", True), ("presence_penalty", 0.5)):
+        with pytest.raises(openai.BadRequestError) as lacking:
+            api.chat.completions.create(model="google/gemini-2.5-flash", messages=ask,
+                                        **{field: value})  # type: ignore[call-overload]  # fmt: skip
+        assert lacking.value.param == field
+        assert f"'{field}' is not supported by this model" in lacking.value.message
+    assert len(fake.requests) == before
 
 
 def test_hosted_runs_take_their_secret_and_never_show_it(

@@ -15,6 +15,7 @@ out. A prompt may be a list of prompts: choice ``i * n + j`` is prompt ``i``'s c
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import aclosing
@@ -118,9 +119,29 @@ async def submit_runs(
     try:
         return await submit_once(service, attempts, attempt, docs)
     except DocumentInvalid as exc:  # the node refused the params (the pack is the judge);
-        raise OpenAIError(400, str(exc)) from None  # RequestInvalid is one of these
+        raise refusal(exc) from None  # RequestInvalid is one of these
     except Conflict as exc:
         raise OpenAIError(400, str(exc), code="idempotency_key_reused") from None
+
+
+#: The chat node params whose request field has another name.
+FIELD_OF_PARAM: Final = {"tool_name": "tool_choice", "max_new_tokens": "max_tokens"}
+PARAM_PATH: Final = re.compile(r"\$\.graph\.nodes\[\d+\]\.params\.(\w+)")
+
+
+def refusal(exc: DocumentInvalid) -> OpenAIError:
+    """A refused run as OpenAI's 400, ``param`` naming the request field behind the node param
+    at fault; a field the model's node does not take (a hosted model's ``logprobs``) says so."""
+    issue = exc.issues[0]
+    found = PARAM_PATH.fullmatch(issue.path)
+    if found is None:
+        return OpenAIError(400, str(exc))
+    key = found[1]
+    field = FIELD_OF_PARAM.get(key, key)
+    if issue.message.startswith("Unknown param"):
+        return OpenAIError(400, f"'{field}' is not supported by this model (its node takes "
+                           f"no '{key}')", param=field)  # fmt: skip
+    return OpenAIError(400, str(exc), param=field)
 
 
 async def _answered(
