@@ -54,7 +54,8 @@ def median(xs: list[float]) -> float:
 
 
 def write_result(name: str, figures: dict[str, Any]) -> Path:
-    """Print the figures and write ``bench/results/<name>.json`` (atomically)."""
+    """Print the figures and write ``bench/results/<name>.json`` (atomically; the folder
+    ``INLINE_BENCH_RESULTS`` names instead, where set)."""
     figures = {
         **figures,
         "machine": {
@@ -63,8 +64,9 @@ def write_result(name: str, figures: dict[str, Any]) -> Path:
             "platform": platform.platform(),
         },
     }
-    RESULTS.mkdir(exist_ok=True)
-    path = RESULTS / f"{name}.json"
+    folder = Path(os.environ.get("INLINE_BENCH_RESULTS") or RESULTS)
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{name}.json"
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(figures, indent=2) + "\n")
     tmp.replace(path)

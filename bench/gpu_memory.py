@@ -6,7 +6,7 @@ architecture (6.15 B transformer, Qwen3-4B text encoder, FLUX.1 VAE) with random
 system RAM once; for each budget it asks the memory policy (``inline_core.place``, the real
 component sizes, the probed GPU, ``Budget(vram_bytes=...)``) for a plan, applies it with the
 primitives library's ``apply_placement`` (int8 weight-only through torchao, model / sequential
-offload through accelerate hooks, the text encoder parked on the CPU while denoising) to a copy,
+offload through accelerate hooks) to a copy,
 and renders 1024x1024, 8 steps, warm. Prints and writes bench/results/gpu_memory.json: per budget
 the plan chosen, ``peak_vram_gb`` (``torch.cuda.max_memory_allocated`` over the renders), whether
 the peak stayed within the budget, and seconds per image.
@@ -118,8 +118,6 @@ def run_budget(placement, pristine: dict, tokenizer) -> dict:
             dtype="bfloat16",
             quantization=c.quantization,
             offload=c.offload,
-            parked=placement.park_text_encoder and c.role == "text-encoder"
-            and c.offload == "resident",
             tiling=placement.vae_tiling and c.role == "vae",
         )  # fmt: skip
         module = apply_placement(copy.deepcopy(pristine[c.name]), where)
@@ -130,9 +128,7 @@ def run_budget(placement, pristine: dict, tokenizer) -> dict:
         modules[c.name] = module
     load_s = time.perf_counter() - t0
     load_peak = peak_bytes()
-    te_plan = next(c for c in placement.components if c.name == "text_encoder")
-    parked = placement.park_text_encoder and te_plan.offload == "resident"
-    te = TextEncoder(modules["text_encoder"], tokenizer, "random", DEVICE, parked=parked)
+    te = TextEncoder(modules["text_encoder"], tokenizer, "random", DEVICE)
     render(te, modules, 0)  # warm
     reset_peak()
     times = [render(te, modules, 10 + i) for i in range(RUNS)]

@@ -16,8 +16,6 @@ Its figures mean nothing and go to ``bench/results/<name>.smoke.json``.
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
 import sys
 import tempfile
@@ -84,16 +82,10 @@ def reset_peak() -> None:
 
 
 def write(name: str, figures: dict) -> Path:
-    """Print ``figures`` and write them to ``bench/results/<name>.json`` (atomically; the folder
-    ``INLINE_BENCH_RESULTS`` names instead, where set)."""
-    print(json.dumps(figures, indent=2), flush=True)
-    folder = Path(os.environ.get("INLINE_BENCH_RESULTS") or HERE / "results")
-    out = folder / f"{name}{'.smoke' if SMOKE else ''}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp")
-    tmp.write_text(json.dumps(figures, indent=2) + "\n")
-    tmp.replace(out)
-    return out
+    """``_common.write_result``, to ``<name>.smoke.json`` in the smoke run."""
+    from _common import write_result
+
+    return write_result(f"{name}.smoke" if SMOKE else name, figures)
 
 
 def fill_random_(module, generator) -> None:

@@ -246,8 +246,10 @@ class DeploymentService:
         pack's nodes name), one on a machine without GPUs or where no GPU holds it whole."""
         broker = self.engine.supervisor.broker
         inventory, profile = broker.inventory, broker.profile
-        if not inventory.gpus or profile == "cpu" or self._on_serve:
-            return max(1, len(inventory.gpus)) if self._on_serve else 1
+        if self._on_serve:  # Serve places each replica where a GPU is free
+            return max(1, len(inventory.gpus))
+        if not inventory.gpus or profile == "cpu":
+            return 1
         paths = self._model_paths(pack, model)
         try:
             components = tuple(estimate_paths(paths))

@@ -86,13 +86,14 @@ class Sandboxing:
                 self._warned = True
                 log.warning("workers run unsandboxed: %s", problem)
             return None
+        models = self.models_view(self.categories(pack))
         return Confinement(
             venv=python.parent.parent,
             scratch=self.settings.data_dir / "scratch" / pack,
-            read_only=self.readable(self.categories(pack)),
+            read_only=self.readable(models),
             network=declared or network,
             masked=(self.settings.data_dir,),
-            reopened=self.reopened(self.categories(pack)),
+            reopened=self.reopened(models),
             env=self.env_changes(),
         )
 
@@ -118,23 +119,22 @@ class Sandboxing:
                     out.append(folder)
         return tuple(out)
 
-    def readable(self, categories: tuple[str, ...] | None = None) -> tuple[Path, ...]:
-        """What a worker may read, besides its venv: the models dirs (only ``categories`` of
-        them, where the pack names those), the input roots (without the home, unless
-        ``INLINE_INPUT_ROOTS`` names it) and ``INLINE_SANDBOX_READ``."""
+    def readable(self, models: tuple[Path, ...]) -> tuple[Path, ...]:
+        """What a worker may read, besides its venv: its ``models_view``, the input roots
+        (without the home, unless ``INLINE_INPUT_ROOTS`` names it) and ``INLINE_SANDBOX_READ``."""
         s = self.settings
         home = Path.home().resolve()
         named = bool(os.environ.get("INLINE_INPUT_ROOTS"))
         roots = [r for r in s.input_roots if named or not _holds(r.resolve(), home)]
-        return tuple(dict.fromkeys([*self.models_view(categories), *roots, *s.sandbox_read]))
+        return tuple(dict.fromkeys([*models, *roots, *s.sandbox_read]))
 
-    def reopened(self, categories: tuple[str, ...] | None = None) -> tuple[Path, ...]:
+    def reopened(self, models: tuple[Path, ...]) -> tuple[Path, ...]:
         """Folders of the (masked) data dir a worker reads: the inputs, the asset blobs, and
-        the models folders inside it."""
+        the ``models`` folders inside it."""
         s = self.settings
         inputs = s.data_dir / "inputs"
         return tuple(p for p in (inputs, s.blobs_dir / "sha256") if p.exists()) + tuple(
-            r for r in self.models_view(categories) if _holds(s.data_dir, r)
+            r for r in models if _holds(s.data_dir, r)
         )
 
     def env_changes(self) -> dict[str, str]:

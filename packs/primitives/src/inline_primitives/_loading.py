@@ -74,14 +74,12 @@ def ensure_imports() -> None:
 class Placement:
     """Where a component runs and in which dtype (``None``: the file's own), how its weights are
     quantized (``none``/``int8`` weight-only) and offloaded (``resident``; ``model``: moved to
-    the device while it runs; ``sequential``: streamed layer by layer), and whether it is
-    ``parked`` on the CPU between uses (the text encoder while the transformer denoises)."""
+    the device while it runs; ``sequential``: streamed layer by layer)."""
 
     device: str
     dtype: str | None
     quantization: str = "none"
     offload: str = "resident"
-    parked: bool = False
     tiling: bool = False
     #: The broker's sequence-parallel plan (``ulysses=2``) and one device per rank.
     parallel: str | None = None
@@ -164,8 +162,8 @@ def _load(det: Detection, placement: Placement) -> Any:
 def load_placed(det: Detection, placement: Placement) -> Any:
     """``load`` onto where the weights live between uses, then ``apply_placement``."""
     home = placement.device
-    if placement.offload != "resident" or placement.parked or placement.quantization != "none":
-        # offloaded and parked weights live in system RAM; int8 is made layer by layer from
+    if placement.offload != "resident" or placement.quantization != "none":
+        # offloaded weights live in system RAM; int8 is made layer by layer from
         # the mapped file, so the full-precision model never sits on the device
         home = "cpu"
     return apply_placement(load(det, Placement(home, placement.dtype)), placement)
@@ -176,7 +174,7 @@ def apply_placement(module: Any, placement: Placement) -> Any:
     ``quantize_`` after the load: diffusers' ``from_single_file(quantization_config=...)``
     silently skips it), then the device or the offload hooks (accelerate)."""
     device = placement.device
-    resident_on = device if placement.offload == "resident" and not placement.parked else "cpu"
+    resident_on = device if placement.offload == "resident" else "cpu"
     if placement.quantization == "int8" and resident_on != "cpu":
         for block in _blocks(module):  # one block on the device in full precision at a time
             block.to(resident_on)

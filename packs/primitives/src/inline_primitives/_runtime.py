@@ -56,9 +56,6 @@ def plan_placement(plan: ComponentPlan, placed: Placed) -> Placement:
         dtype=DTYPES.get(plan.dtype, plan.dtype),
         quantization=plan.quantization,
         offload=plan.offload,
-        parked=placed.park_text_encoder
-        and plan.role == "text-encoder"
-        and plan.offload == "resident",  # offload hooks move it themselves
         tiling=placed.vae_tiling and plan.role == "vae",
         parallel=getattr(placed, "parallel", None) if plan.role == "diffusion" else None,
         devices=tuple(getattr(placed, "devices", ())) if plan.role == "diffusion" else (),
@@ -183,8 +180,6 @@ def get_text_encoder(ref: ModelRef, ctx: Context, decided: Decision | None = Non
 
     def make(where: Placement) -> TextEncoder:
         model = _model(cache, det, where)
-        return TextEncoder(
-            model, load_tokenizer(folder), str(path), where.device, parked=where.parked
-        )
+        return TextEncoder(model, load_tokenizer(folder), str(path), where.device)
 
     return _get(cache, "text_encoder", path, det, ctx.memory, make, decided)

@@ -74,8 +74,6 @@ class TextEncoder:
     tokenizer: Any
     file: str
     device: str
-    #: Kept on the CPU between encodes (the memory plan parks it while the transformer denoises).
-    parked: bool = False
 
     @property
     def hidden_size(self) -> int:
@@ -103,7 +101,6 @@ def encode_prompts(te: TextEncoder, prompts: list[str]) -> Conditioning:
     only the unmasked tokens kept. ``no_grad``, not inference mode, in every forward of this
     library: offload hooks move weights inside the forward, and int8 (torchao) weights moved
     under inference mode become inference tensors that cannot be parameters again."""
-    import torch
 
     texts = [
         te.tokenizer.apply_chat_template(
@@ -114,15 +111,7 @@ def encode_prompts(te: TextEncoder, prompts: list[str]) -> Conditioning:
         )
         for p in prompts
     ]
-    if te.parked:
-        te.model.to(te.device)
-    try:
-        return _encode(te, texts, prompts)
-    finally:
-        if te.parked:
-            te.model.to("cpu")
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
+    return _encode(te, texts, prompts)
 
 
 def _encode(te: TextEncoder, texts: list[str], prompts: list[str]) -> Conditioning:

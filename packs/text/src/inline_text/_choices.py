@@ -19,7 +19,7 @@ from typing import Any, Final
 from inline_sdk import Context
 from inline_sdk.batch import BatchStats, Gatherer, Job
 
-from ._generate import generate_lock, generation_config
+from ._generate import end_ids, generate_lock, generation_config
 from ._load import Loaded
 
 #: Seconds a batch's first call waits, at most, for the other choices of its request (it goes
@@ -127,8 +127,7 @@ def generate_rows(rows: list[Row]) -> list[list[int]]:
 
     first = rows[0]
     loaded = first.loaded
-    eos = loaded.model.generation_config.eos_token_id
-    ends = set(eos if isinstance(eos, list) else [eos]) if eos is not None else set()
+    ends = end_ids(loaded)
     tokens: list[list[int]] = [[] for _ in rows]
     done = [False] * len(rows)
     per_row = [[p for p in r.processors() if p is not None] for r in rows]

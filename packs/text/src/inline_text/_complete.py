@@ -10,7 +10,7 @@ from inline_sdk.chat import ChatCompletion, Completion, TokenLogprob, TopLogprob
 
 from ._card import budget, cache_length
 from ._choices import Row, choose, sampler
-from ._generate import IncrementalDecoder, LogprobRecorder, penalties, run_generate
+from ._generate import IncrementalDecoder, LogprobRecorder, end_ids, penalties, run_generate
 from ._grammar import check_format, ebnf, logits_processor, tool_call_ebnf, tool_call_schema
 from ._load import find_model, load
 from ._parse import THINK_OPEN, ReplyParser
@@ -227,8 +227,7 @@ class Complete(
             generated = out[0, len(ids) :].tolist()
         ctx.check_cancelled()
         parser.finish()
-        eos = loaded.model.generation_config.eos_token_id
-        eos_ids = set(eos if isinstance(eos, list) else [eos]) if eos is not None else set()
+        eos_ids = end_ids(loaded)
         hit_eos = bool(generated) and generated[-1] in eos_ids
         cut = not parser.stopped and not hit_eos and len(generated) >= fit.reply
         scored: tuple[TokenLogprob, ...] = ()

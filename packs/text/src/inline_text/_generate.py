@@ -19,13 +19,19 @@ from typing import Any
 from ._load import Loaded
 
 log = logging.getLogger("inline.text")
-_SEED_LOCK = threading.Lock()
+_GENERATE_LOCK = threading.Lock()
 
 
 def generate_lock() -> threading.Lock:
     """Held through every ``generate`` of this worker: one at a time (they seed torch's global
     generators, and a model's static cache is reused from call to call)."""
-    return _SEED_LOCK
+    return _GENERATE_LOCK
+
+
+def end_ids(loaded: Loaded) -> set[int]:
+    """The token ids that end ``loaded``'s replies (its generation config's)."""
+    eos = loaded.model.generation_config.eos_token_id
+    return set(eos if isinstance(eos, list) else [eos]) if eos is not None else set()
 
 
 class IncrementalDecoder:
@@ -211,7 +217,7 @@ def run_generate(
                 on_token, has_prompt=has_prompt, skip=sink.count if sink is not None else 0
             )
         )
-        with _SEED_LOCK:
+        with _GENERATE_LOCK:
             seeded(seed)
             try:
                 with torch.inference_mode():
