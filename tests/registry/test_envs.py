@@ -180,3 +180,62 @@ def test_registry_version_is_a_content_hash(tmp_path, monkeypatch):
     assert a.version == b.version and a.version.startswith("r_") and len(a.version) == 10
     assert a.lookup("input/text").descriptor.source == "builtin"
     assert sys.executable  # the venvs are built for the host's interpreter
+
+
+def test_a_version_gone_from_the_index_between_resolve_and_install_is_resolved_again(
+    wheelhouse, tmp_path, monkeypatch
+):
+    """The index resolving a pack and the one installing its pins can disagree (a release
+    withdrawn in between, mirrors out of step): the first use resolves again without the
+    version the install could not find, even where the resolving side still lists it."""
+    import shutil
+
+    from inline_registry import _envs
+
+    house = tmp_path / "house"
+    shutil.copytree(wheelhouse, house)
+    pack = write_project(
+        tmp_path / "moving",
+        "inline-pack-moving",
+        "0.1.0",
+        ["inline-sdk>=1,<2", "inline-fixture-dep"],
+        "inline_moving",
+        PACK_BODY.replace("{name}", "moving"),
+        entry="moving",
+    )
+    monkeypatch.setenv("UV_FIND_LINKS", str(house))
+    monkeypatch.delenv("INLINE_CONSTRAINTS", raising=False)
+    (newest,) = house.glob("inline_fixture_dep-2.0.0-*.whl")
+    aside = tmp_path / newest.name
+    shutil.copy(newest, aside)
+    resolved: list[str] = []
+    compile_for_real = _envs.compile_requirements
+
+    def compile_then_withdraw(*args, **kwargs):
+        shutil.copy(aside, newest)  # the resolving side lists 2.0.0 every time...
+        text = compile_for_real(*args, **kwargs)
+        resolved.append(text)
+        newest.unlink()  # ...the installing side never has it
+        return text
+
+    monkeypatch.setattr(_envs, "compile_requirements", compile_then_withdraw)
+    said: list[str] = []
+    env = ensure_env(read_pack_source(pack, first_party=False), tmp_path / "packs", say=said.append)
+    assert "inline-fixture-dep==2.0.0" in resolved[0]  # the newest, at first
+    assert "inline-fixture-dep==1.0.0" in resolved[1]  # what the index still has
+    assert any("changed while pack 'moving'" in line for line in said)
+    welcome = probe(env)
+    assert [d.type for d in welcome.descriptors] == ["moving/dep-version"]
+    installed = subprocess.run(
+        [
+            str(env.python),
+            "-c",
+            "import importlib.metadata as m; print(m.version('inline-fixture-dep'))",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert installed.stdout.strip() == "1.0.0"
+    lock = (tmp_path / "packs.lock").read_text()
+    assert "1.0.0" in lock and "2.0.0" not in lock  # the lock records what was installed

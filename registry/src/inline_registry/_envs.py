@@ -26,7 +26,7 @@ from typing import Final
 import inline_sdk
 import msgspec
 
-from ._errors import PackInvalid
+from ._errors import EnvBuildFailed, PackInvalid
 from ._lock import (
     LockedBuiltin,
     LockedDist,
@@ -38,7 +38,15 @@ from ._lock import (
     read_lock,
     write_lock,
 )
-from ._uv import compile_requirements, create_venv, find_links, install_no_deps, sync_locked
+from ._uv import (
+    compile_requirements,
+    create_venv,
+    find_links,
+    index_moved,
+    install_no_deps,
+    sync_locked,
+    unavailable_pins,
+)
 
 READY: Final = ".ready"
 #: Bumped when the way venvs are built changes (2: byte-compiled at install), so venvs built the
@@ -243,9 +251,9 @@ def ensure_env(
             locked = read_lock(lock_path(packs_dir)).builtin.get(source.name)
             if locked is not None and locked.fingerprint == fp:
                 deps, local = list(locked.dependencies), list(locked.local)
+                build_venv(source.name, tmp / "venv", deps, [*local, str(sdk_dir)])
             else:
-                deps, local = resolve(source.name, [str(source.path)], tmp, base=source.path)
-            build_venv(source.name, tmp / "venv", deps, [*local, str(sdk_dir)])
+                deps, local = resolve_and_build(source, tmp, sdk_dir, say=say)
             (tmp / READY).write_text(fp)
             shutil.rmtree(env.root, ignore_errors=True)
             os.replace(tmp, env.root)
@@ -277,14 +285,48 @@ def update_lock(packs_dir: Path, change: Callable[[PacksLock], PacksLock]) -> Pa
     return new
 
 
+def resolve_and_build(
+    source: PackSource, tmp: Path, sdk_dir: Path, *, say: Callable[[str], None] | None
+) -> tuple[list[LockedDist], list[str]]:
+    """Resolve the pack and build its venv at ``tmp / "venv"``; the pins it was built from.
+
+    When the index no longer offers a version it resolved to a moment before (a release
+    withdrawn between the two steps, or index mirrors that disagree), the venv is resolved
+    once more with the index read afresh and without the versions the install could not
+    find, and built on that, instead of failing the first use.
+    """
+    deps, local = resolve(source.name, [str(source.path)], tmp, base=source.path)
+    try:
+        build_venv(source.name, tmp / "venv", deps, [*local, str(sdk_dir)])
+    except EnvBuildFailed as err:
+        if not index_moved(err):
+            raise
+        if say is not None:
+            say(f"The package index changed while pack '{source.name}' was being installed: "
+                "resolving it again")  # fmt: skip
+        shutil.rmtree(tmp / "venv", ignore_errors=True)
+        avoid = unavailable_pins(err)
+        deps, local = resolve(
+            source.name, [str(source.path)], tmp, base=source.path, refresh=True, avoid=avoid
+        )
+        build_venv(source.name, tmp / "venv", deps, [*local, str(sdk_dir)])
+    return deps, local
+
+
 def resolve(
-    pack: str, requirements: Sequence[str], work: Path, *, base: Path
+    pack: str,
+    requirements: Sequence[str],
+    work: Path,
+    *,
+    base: Path,
+    refresh: bool = False,
+    avoid: Sequence[str] = (),
 ) -> tuple[list[LockedDist], list[str]]:
     """Resolve ``requirements`` against the platform constraints, with the host's SDK.
 
     Returns the hashed pins and the unhashed local requirements (the pack itself, path
     dependencies: relative paths are made absolute against ``base``); the SDK is left out
-    (the host's own is always installed).
+    (the host's own is always installed). ``avoid``: constraints of versions not to choose.
     """
     sdk_dir = sdk_project_dir()
     req_in = work / "requirements.in"
@@ -292,8 +334,17 @@ def resolve(
     overrides = work / "overrides.txt"
     overrides.write_text(f"inline-sdk @ {sdk_dir.as_uri()}\n")
     cons = constraints_file()
+    constraints = [cons] if cons is not None else []
+    if avoid:
+        constraints.append(work / "avoid.txt")
+        constraints[-1].write_text("".join(f"{line}\n" for line in avoid))
     text = compile_requirements(
-        pack, req_in, constraints=[cons] if cons is not None else [], overrides=overrides, cwd=base
+        pack,
+        req_in,
+        constraints=constraints,
+        overrides=overrides,
+        cwd=base,
+        refresh=refresh,
     )
     (work / "requirements.lock").write_text(text)
     deps, local = parse_compiled(text)

@@ -12,6 +12,7 @@ there, every worker start would recompile diffusers and torch's Python sources.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -100,12 +101,18 @@ def compile_requirements(
     constraints: Sequence[Path],
     overrides: Path | None,
     cwd: Path | None = None,
+    refresh: bool = False,
 ) -> str:
-    """Resolve ``requirements_in`` for the host's interpreter: pinned lines with every hash."""
+    """Resolve ``requirements_in`` for the host's interpreter: pinned lines with every hash.
+
+    ``refresh`` reads the index afresh instead of from uv's cache.
+    """
     args = [
         "pip", "compile", "--quiet", "--generate-hashes", "--no-header", "--no-annotate",
         "--python", sys.executable, str(requirements_in),
     ]  # fmt: skip
+    if refresh:
+        args.append("--refresh")
     for path in constraints:
         args += ["--constraint", str(path)]
     if overrides is not None:
@@ -120,15 +127,37 @@ def create_venv(pack: str, venv: Path) -> None:
     run_uv(pack, "create the venv", args)
 
 
+SYNC_STEP = "install the locked dependencies"
+
+
+def index_moved(err: EnvBuildFailed) -> bool:
+    """Whether a sync failed because a pinned version is not on the index as uv sees it now
+    (the index changed since the pins were resolved, or a cached page of it is stale)."""
+    return err.step == SYNC_STEP and "No solution found" in err.output
+
+
+def unavailable_pins(err: EnvBuildFailed) -> list[str]:
+    """The pins a failed sync could not find, as constraints that leave them out
+    (``name!=version``): what a second resolution must not choose again."""
+    found = re.findall(r"no version of ([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s,]+)", err.output)
+    return sorted({f"{name}!={version}" for name, version in found})
+
+
 def sync_locked(pack: str, venv: Path, locked: Path) -> None:
-    """Make ``venv`` hold exactly the hashed requirements of ``locked`` (hashes checked)."""
+    """Make ``venv`` hold exactly the hashed requirements of ``locked`` (hashes checked).
+
+    A pin the index does not show is asked for once more with the index read afresh: uv's
+    cached copy of a package's page can be older than the one the pins came from.
+    """
     python = str(venv / "bin" / "python")
-    run_uv(
-        pack,
-        "install the locked dependencies",
-        ["pip", "sync", "--quiet", "--require-hashes", "--compile-bytecode", "--python", python,
-         str(locked)],
-    )  # fmt: skip
+    args = ["pip", "sync", "--quiet", "--require-hashes", "--compile-bytecode", "--python", python,
+            str(locked)]  # fmt: skip
+    try:
+        run_uv(pack, SYNC_STEP, args)
+    except EnvBuildFailed as err:
+        if not index_moved(err):
+            raise
+        run_uv(pack, SYNC_STEP, [*args, "--refresh"])
 
 
 def install_no_deps(pack: str, venv: Path, targets: Sequence[str]) -> None:
