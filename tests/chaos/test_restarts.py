@@ -58,6 +58,11 @@ def host_segments(pid: int) -> set[str]:
     return {p.name for p in SHM.glob(f"inline-{pid}-host-*")}
 
 
+def worker_folders(pid: int, *, filled: bool = False) -> set[str]:
+    """The ``/dev/shm`` folders of the host's sandboxed workers (``filled``: holding bytes)."""
+    return {p.name for p in SHM.glob(f"inline-{pid}-*.shm-*") if not filled or any(p.iterdir())}
+
+
 def restore_big_take(host, nonce: int) -> None:
     """Run a 16 MiB output once, restart, and run it again: the host restores it from its
     take into its own shared memory (over 8 MiB)."""
@@ -75,14 +80,24 @@ def test_the_hosts_own_segment_goes_at_exit_and_a_killed_hosts_at_the_next_start
     assert host_segments(pid), "the restored take should live in the host's shared memory"
     host.stop()
     assert host_segments(pid) == set()  # removed at exit
+    assert not list(SHM.glob(f"inline-{pid}-*"))  # and its workers' folders
     host.start()
     restore_big_take(host, 1500 + time.time_ns() % 1000)
+    with host.client() as c:  # a new output of a worker, which it left in shared memory
+        sandboxed = c.get("/v1/health").json()["sandbox"]["active"]
+        assert (
+            finish(c, host.ws, one("chaos/big", {"mib": 16, "nonce": time.time_ns()}))["status"]
+            == "done"
+        )
     pid = host.pid
     assert host_segments(pid)
+    assert bool(worker_folders(pid, filled=True)) == sandboxed  # a sandboxed worker's: its own
     host.stop(kill9=True)
     assert host_segments(pid)  # a kill -9 leaves it behind...
+    assert bool(worker_folders(pid)) == sandboxed
     host.start()
     assert host_segments(pid) == set()  # ...and the next start removes it
+    assert not list(SHM.glob(f"inline-{pid}-*"))  # the workers' folders too
 
 
 def wait_running(client, run_ids: list[str], timeout: float = 60) -> None:

@@ -207,3 +207,25 @@ def test_a_secret_reaches_a_pack_only_by_grant(world: dict[str, Any]):
     listed = subprocess.run([inline_exe(), "secrets", "list"], env=cli, capture_output=True,
                             text=True)  # fmt: skip
     assert "hostile" not in listed.stdout
+
+
+def test_it_sees_no_shared_memory_but_its_own(world: dict[str, Any]):
+    """Bulk bytes of another pack's worker lie in that worker's own ``/dev/shm`` folder, which
+    the host reads and the hostile worker can neither list nor open."""
+    srv = world["server"]
+    made = attempt(srv, "testpack/blob", mib=1.0)
+    assert made["status"] == "done", made
+    with httpx.Client(base_url=srv.url, timeout=30) as client:
+        data = client.get(f"/v1/takes/{made['takes'][0]['id']}/bytes").content
+    assert len(data) == 1024 * 1024 and data[0] == 7 and data[-1] == 9  # read by the host
+    host = srv.proc.pid
+    segments = sorted(Path("/dev/shm").glob(f"inline-{host}-testpack.shm-*/inline-{host}-*"))
+    assert segments, "testpack's bytes went through its own shared-memory folder"
+    assert not list(Path("/dev/shm").glob(f"inline-{host}-testpack-*"))  # none in the open
+    listed = attempt(srv, "hostile/list", path="/dev/shm")
+    assert listed["status"] == "done", listed
+    with httpx.Client(base_url=srv.url, timeout=30) as client:
+        seen = client.get(f"/v1/takes/{listed['takes'][0]['id']}/bytes").text
+    assert "testpack" not in seen and f"inline-{host}" not in seen
+    for path in (segments[0], Path("/dev/shm") / segments[0].name):
+        refused(srv, "hostile/read", "No such file or directory", path=str(path))

@@ -9,7 +9,9 @@ Inside, the worker sees:
 - read-write: a scratch folder of the pack's own at ``/inline/scratch`` (its ``HOME``,
   ``HF_HOME``, caches) and ``/tmp`` (also the pack's own, under its scratch), nothing else;
 - a ``/proc`` of its own PID namespace (no other process, nor its environment, is visible),
-  a minimal ``/dev`` with ``/dev/shm`` (the bulk bytes) and the GPUs it is placed on;
+  a minimal ``/dev`` and the GPUs it is placed on, and a ``/dev/shm`` of its own: the folder
+  ``Confinement.shm`` (where its bulk bytes go, which the host reads there), or an empty
+  one; never the machine's, where other workers' segments and the host's lie;
 - no network (a namespace with only its own loopback) unless its manifest says
   ``network = true``; no capabilities, its own session, and it dies with the host.
 
@@ -65,6 +67,8 @@ class Confinement:
     reopened: tuple[Path, ...] = ()
     network: bool = False
     gpus: bool = True
+    #: The folder the worker sees as ``/dev/shm`` (read-write); None: an empty one.
+    shm: Path | None = None
     #: Extra variables of the worker's environment.
     env: Mapping[str, str] = field(default_factory=dict)
 
@@ -169,7 +173,7 @@ def confined_command(command: Sequence[str], c: Confinement) -> tuple[list[str],
     etc = [Path("/etc") / n for n in (*ETC, *(ETC_NETWORK if c.network else ()))]
     args += _bind_args("--ro-bind", etc)
     args += ["--ro-bind-try", "/sys", "/sys", "--proc", "/proc", "--dev", "/dev"]
-    args += ["--bind", "/dev/shm", "/dev/shm"] if Path("/dev/shm").is_dir() else []
+    args += ["--bind", str(c.shm), "/dev/shm"] if c.shm is not None else ["--tmpfs", "/dev/shm"]
     if c.gpus:
         for pattern in GPU_DEVICES:
             for dev in sorted(glob.glob(pattern)):

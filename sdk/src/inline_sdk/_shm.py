@@ -136,11 +136,32 @@ class Arena:
 
 
 class SegmentReader:
-    """Maps other processes' segments read-only, once each, for zero-copy reads."""
+    """Maps other processes' segments read-only, once each, for zero-copy reads.
+
+    A process whose ``/dev/shm`` is a folder of its own (a sandboxed worker's) is ``mount``-ed:
+    the segments named with its prefix are read from that folder.
+    """
 
     def __init__(self) -> None:
         self._maps: dict[str, mmap.mmap] = {}
+        self._folders: dict[str, Path] = {}
         self._lock = threading.Lock()
+
+    def mount(self, prefix: str, folder: Path) -> None:
+        """Read the segments whose names start with ``prefix`` from ``folder``."""
+        with self._lock:
+            self._folders[prefix] = folder
+
+    def unmount(self, prefix: str) -> None:
+        """Forget where ``prefix``'s segments lie (their owner is gone)."""
+        with self._lock:
+            self._folders.pop(prefix, None)
+
+    def _path(self, segment: str) -> Path:
+        for prefix, folder in self._folders.items():
+            if segment.startswith(prefix):
+                return folder / segment
+        return SHM_DIR / segment
 
     def view(self, ref: ShmRef) -> memoryview:
         """A read-only view of the bytes ``ref`` names."""
@@ -149,7 +170,7 @@ class SegmentReader:
             if m is None or len(m) < ref.offset + ref.size:
                 if "/" in ref.segment or ref.segment.startswith("."):
                     raise ValueError(f"bad shared-memory segment name {ref.segment!r}")
-                fd = os.open(SHM_DIR / ref.segment, os.O_RDONLY)
+                fd = os.open(self._path(ref.segment), os.O_RDONLY)
                 try:
                     m = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
                 finally:

@@ -6,12 +6,14 @@ import contextlib
 import logging
 import os
 import re
+import shutil
 from pathlib import Path
 
 from inline_sdk._shm import SHM_DIR
 
 log = logging.getLogger("inline.guard")
-#: Segments are named ``inline-<host pid>-<owner>-...`` (the host's own and its workers').
+#: Segments are named ``inline-<host pid>-<owner>-...`` (the host's own and its workers'), and
+#: so are the folders that sandboxed workers see as their ``/dev/shm``.
 SEGMENT = re.compile(r"^inline-(\d+)-")
 
 
@@ -35,7 +37,10 @@ def remove_dead_hosts_segments(shm_dir: Path = SHM_DIR) -> int:
             if m is None or int(m.group(1)) == os.getpid() or alive(int(m.group(1))):
                 continue
             with contextlib.suppress(FileNotFoundError, PermissionError):
-                os.unlink(entry.path)
+                if entry.is_dir(follow_symlinks=False):  # a sandboxed worker's own /dev/shm
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
                 removed += 1
     if removed:
         log.info("removed %d shared-memory segment(s) of hosts that are gone", removed)

@@ -9,6 +9,7 @@ worker is gone; the host's own segments are removed at exit.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from inline_sdk.protocol import (
     Arena,
@@ -50,6 +51,15 @@ class HostBulk:
         if isinstance(data, ShmRef):
             return self._reader.view(data)
         return self.read(value)
+
+    def mount(self, prefix: str, folder: Path) -> None:
+        """Read the segments named ``prefix...`` from ``folder`` (a sandboxed worker's
+        ``/dev/shm``, a folder of its own)."""
+        self._reader.mount(prefix, folder)
+
+    def unmount(self, prefix: str) -> None:
+        """Forget the folder of ``prefix``'s segments (their worker is gone)."""
+        self._reader.unmount(prefix)
 
     def view(self, ref: ShmRef) -> memoryview:
         """A view of a shared-memory range (no copy)."""

@@ -28,6 +28,9 @@ class LaunchedWorker(Protocol):
     pid: int | None
     #: Whether host and worker share memory (``/dev/shm`` segments are visible to both).
     shares_memory: bool
+    #: The worker's own ``/dev/shm`` (a sandboxed one's: it sees no other segment); None: the
+    #: machine's.
+    shm_dir: Path | None
 
     def stderr(self) -> AsyncIterator[bytes] | None:
         """The worker's log stream, if the launcher can read it."""

@@ -18,9 +18,11 @@ import hmac
 import os
 import secrets
 import select
+import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -28,6 +30,7 @@ from typing import Any
 import anyio
 import anyio.abc
 from inline_registry import Confinement, apply_env, confined_command, worker_command, worker_env
+from inline_sdk._shm import SHM_DIR
 
 from ._launcher import LaunchedWorker, LaunchFailed, Liveness
 
@@ -92,9 +95,11 @@ class _ChildWorker:
         launcher: str,
         sandboxed: bool = False,
         inner: int | None = None,
+        shm_dir: Path | None = None,
     ) -> None:
         self._proc = proc
         self.sandboxed = sandboxed
+        self.shm_dir = shm_dir
         self.stream = stream
         #: the worker's own process: inside a sandbox, bwrap's descendant (what it runs)
         self.pid: int | None = inner or proc.pid
@@ -254,6 +259,10 @@ class LocalLauncher:
 
     async def launch(self, pack: str, python: Path, timeout: float) -> LaunchedWorker:
         confinement = self.confine(pack, python) if self.confine is not None else None
+        shm_dir = None
+        if confinement is not None:  # its /dev/shm is a folder of its own, which the host reads
+            shm_dir = private_shm(pack)
+            confinement = dataclasses.replace(confinement, shm=shm_dir)
         host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             command, env = _confined(
@@ -262,13 +271,25 @@ class LocalLauncher:
             proc = await _spawn(command, env, pass_fds=(child_end.fileno(),))
         except BaseException:
             host_end.close()
+            if shm_dir is not None:
+                shutil.rmtree(shm_dir, ignore_errors=True)
             raise
         finally:
             child_end.close()
         stream = await anyio.abc.SocketStream.from_socket(host_end)
         inner = await _sandboxed_worker(proc, timeout) if confinement is not None else None
         return _ChildWorker(proc, stream, shares_memory=True, launcher=self.name,
-                            sandboxed=confinement is not None, inner=inner)  # fmt: skip
+                            sandboxed=confinement is not None, inner=inner,
+                            shm_dir=shm_dir)  # fmt: skip
+
+
+def private_shm(pack: str) -> Path:
+    """A new folder under ``/dev/shm`` for one sandboxed worker of ``pack`` to see as its
+    ``/dev/shm``: ``inline-<host pid>-<pack>.shm-<random>`` (a dead host's is swept by name)."""
+    try:
+        return Path(tempfile.mkdtemp(prefix=f"inline-{os.getpid()}-{pack}.shm-", dir=SHM_DIR))
+    except OSError as exc:
+        raise LaunchFailed(f"cannot make its shared-memory folder: {exc}") from None
 
 
 class TcpLauncher:

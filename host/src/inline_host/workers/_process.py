@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import itertools
 import os
+import shutil
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -137,6 +138,16 @@ class WorkerProcess:
         self._stderr_done = anyio.Event()
         self.values = WireValues(pack, generation, bulk, settings.max_output_bytes, self._send)
 
+    def _sees(self, hv: HostValue) -> bool:
+        """Whether the worker reads ``hv``'s shared memory where it lies: any segment when it
+        shares the machine's ``/dev/shm``, only its own when it has a folder of its own (a
+        sandboxed worker; the others' bytes reach it in chunks)."""
+        if CAP_SHARED_MEMORY not in self.capabilities:
+            return False
+        if self._worker is None or self._worker.shm_dir is None:
+            return True
+        return hv.pack == self.pack and hv.generation == self.generation
+
     def _call_secrets(self, params: Mapping[str, Any], node_type: str) -> dict[str, str]:
         """The secrets one call gets (``SecretNotGranted`` refuses it)."""
         return self._secrets(params, node_type, self.pack) if self._secrets is not None else {}
@@ -153,6 +164,8 @@ class WorkerProcess:
             raise PackStartFailed(self.pack, f"could not start its worker: {exc}") from None
         self._worker = worker
         self.pid = worker.pid
+        if worker.shm_dir is not None:
+            self.bulk.mount(self.shm_prefix + "-", worker.shm_dir)
         try:  # the host runs on asyncio: a call's wait is then one loop future
             self._loop = asyncio.get_running_loop()
         except RuntimeError:
@@ -326,7 +339,11 @@ class WorkerProcess:
             await self._worker.stream.aclose()
         # the dead worker's shared memory: unmapped here, and its names removed
         self.bulk.forget(self.shm_prefix + "-")
-        unlink_segments(self.shm_prefix + "-")
+        if self._worker is not None and self._worker.shm_dir is not None:
+            self.bulk.unmount(self.shm_prefix + "-")
+            shutil.rmtree(self._worker.shm_dir, ignore_errors=True)
+        else:
+            unlink_segments(self.shm_prefix + "-")
         self.values.clear()
         self._exited.set()
 
@@ -385,9 +402,8 @@ class WorkerProcess:
             self.running.pop(cid, None)
             raise PackCrashed(self.pack, self.returncode, self.tail(), f"'{node_type}'")
         try:
-            shared = CAP_SHARED_MEMORY in self.capabilities
             wire = {
-                port: [await self.values.to_wire(hv, shared=shared) for hv in hvs]
+                port: [await self.values.to_wire(hv, shared=self._sees(hv)) for hv in hvs]
                 for port, hvs in inputs.items()
             }
             await self._send(

@@ -61,6 +61,7 @@ class RayWorker:
     """A worker running in a Ray actor on some node."""
 
     shares_memory = False
+    shm_dir: Path | None = None
 
     def __init__(
         self, ray: Any, actor: Any, stream: anyio.abc.ByteStream, where: dict[str, Any]
