@@ -229,3 +229,30 @@ def test_it_sees_no_shared_memory_but_its_own(world: dict[str, Any]):
     assert "testpack" not in seen and f"inline-{host}" not in seen
     for path in (segments[0], Path("/dev/shm") / segments[0].name):
         refused(srv, "hostile/read", "No such file or directory", path=str(path))
+
+
+def test_it_reads_the_assets_its_calls_name_and_no_other_blob(world: dict[str, Any]):
+    """Uploaded assets and every take's bytes share the blob store: a sandboxed worker reads
+    an asset its call names (from its pack's view), never the store itself."""
+    srv, data = world["server"], world["data"]
+    png = b"\x89PNG\r\n\x1a\n"  # what an upload must look like (a media file)
+    secret, mine = png + os.urandom(8).hex().encode(), png + os.urandom(8).hex().encode()
+    with httpx.Client(base_url=srv.url, timeout=30) as client:
+        theirs = client.post("/v1/assets", content=secret, headers={"Content-Type": "image/png"})
+        upload = client.post("/v1/assets", content=mine, headers={"Content-Type": "image/png"})
+    assert theirs.status_code == 200 and upload.status_code == 200, (theirs.text, upload.text)
+    read = attempt(srv, "hostile/asset", asset={"ref": "asset", "id": upload.json()["id"]})
+    assert read["status"] == "done", read
+    with httpx.Client(base_url=srv.url, timeout=30) as client:
+        where, got = client.get(f"/v1/takes/{read['takes'][0]['id']}/bytes").text.split("\n", 1)
+    assert got.endswith(mine[len(png) :].decode())
+    assert "assets-view" in where  # its pack's view, not the blob store
+    for aid in (theirs.json()["id"], upload.json()["id"]):
+        digest = aid.removeprefix("sha256-")
+        blob = data / "blobs" / "sha256" / digest[:2] / digest
+        assert blob.is_file(), blob
+        refused(srv, "hostile/read", "No such file or directory", path=str(blob))
+    view = Path(where).parent
+    refused(srv, "hostile/read", "No such file or directory",
+            path=str(view / theirs.json()["id"].removeprefix("sha256-")))  # fmt: skip
+    refused(srv, "hostile/write", "Read-only file system", path=where)  # the blob stays whole

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import shutil
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -220,6 +221,8 @@ class Engine:
         remove_dead_hosts_segments()  # a host that was kill -9'd left its shared memory
         if not held_elsewhere(settings.data_dir):  # a serving host's temps are in progress
             remove_orphan_temps(settings.blobs_dir, settings.data_dir / "takes")
+            # the sandboxed packs' views of the assets: made anew as calls name assets
+            shutil.rmtree(settings.data_dir / "assets-view", ignore_errors=True)
         registry = await anyio.to_thread.run_sync(
             lambda: load_registry(settings.packs_dir, settings.extra_packs, say=say)
         )

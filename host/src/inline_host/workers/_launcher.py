@@ -31,6 +31,8 @@ class LaunchedWorker(Protocol):
     #: The worker's own ``/dev/shm`` (a sandboxed one's: it sees no other segment); None: the
     #: machine's.
     shm_dir: Path | None
+    #: Whether it runs in a sandbox (it reads uploaded assets only from its pack's view).
+    sandboxed: bool
 
     def stderr(self) -> AsyncIterator[bytes] | None:
         """The worker's log stream, if the launcher can read it."""

@@ -77,6 +77,7 @@ from ._bulk import HostBulk
 from ._channel import Channel, open_channel
 from ._launcher import LaunchedWorker, LaunchFailed, Liveness, WorkerLauncher, liveness
 from ._pending import TIMED_OUT, Mailbox, Watchdog
+from ._sandbox import asset_ids, assets_view, share_assets
 from ._wire import WireValues
 
 STDERR_LINES = 40
@@ -184,7 +185,7 @@ class WorkerProcess:
             self.pack,
             shm_prefix=self.shm_prefix,
             models_dir=s.models_dir,
-            assets_dir=s.blobs_dir / "sha256",
+            assets_dir=assets_view(s, self.pack) if worker.sandboxed else s.blobs_dir / "sha256",
             input_roots=list(s.input_roots),
         )
         hello = msgspec.structs.replace(
@@ -402,6 +403,8 @@ class WorkerProcess:
             self.running.pop(cid, None)
             raise PackCrashed(self.pack, self.returncode, self.tail(), f"'{node_type}'")
         try:
+            if self._worker is not None and self._worker.sandboxed and (ids := asset_ids(params)):
+                await anyio.to_thread.run_sync(share_assets, self.settings, self.pack, ids)
             wire = {
                 port: [await self.values.to_wire(hv, shared=self._sees(hv)) for hv in hvs]
                 for port, hvs in inputs.items()

@@ -62,6 +62,7 @@ class RayWorker:
 
     shares_memory = False
     shm_dir: Path | None = None
+    sandboxed = False
 
     def __init__(
         self, ray: Any, actor: Any, stream: anyio.abc.ByteStream, where: dict[str, Any]

@@ -8,10 +8,11 @@
 - ``required``: a worker that cannot be sandboxed is refused, first-party or not.
 
 A worker reads the models dirs (only the categories its manifest names in ``model_categories``,
-where it names them), the input roots and the asset blobs, read-only; it writes only its scratch
-(``<data dir>/scratch/<pack>``, seen as ``/inline/scratch``). The host's data dir (run store,
-secrets, tokens, other packs) is never in its view, nor the user's home: the home (a default
-input root) is left out, and a root holding the data dir has the data dir masked.
+where it names them), the input roots and the uploaded assets its calls name, read-only; it
+writes only its scratch (``<data dir>/scratch/<pack>``, seen as ``/inline/scratch``). The host's
+data dir (run store, blobs and takes, secrets, tokens, other packs) is never in its view, nor
+the user's home: the home (a default input root) is left out, and a root holding the data dir
+has the data dir masked.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
@@ -93,7 +95,7 @@ class Sandboxing:
             read_only=self.readable(models),
             network=declared or network,
             masked=(self.settings.data_dir,),
-            reopened=self.reopened(models),
+            reopened=self.reopened(pack, models),
             env=self.env_changes(),
         )
 
@@ -128,12 +130,16 @@ class Sandboxing:
         roots = [r for r in s.input_roots if named or not _holds(r.resolve(), home)]
         return tuple(dict.fromkeys([*models, *roots, *s.sandbox_read]))
 
-    def reopened(self, models: tuple[Path, ...]) -> tuple[Path, ...]:
-        """Folders of the (masked) data dir a worker reads: the inputs, the asset blobs, and
-        the ``models`` folders inside it."""
+    def reopened(self, pack: str, models: tuple[Path, ...]) -> tuple[Path, ...]:
+        """Folders of the (masked) data dir a worker reads: the inputs, its pack's view of the
+        assets (those its calls named, never the whole blob store: other runs' takes lie
+        there), and the ``models`` folders inside it."""
         s = self.settings
         inputs = s.data_dir / "inputs"
-        return tuple(p for p in (inputs, s.blobs_dir / "sha256") if p.exists()) + tuple(
+        view = assets_view(s, pack)
+        with contextlib.suppress(OSError):
+            view.mkdir(parents=True, exist_ok=True)
+        return tuple(p for p in (inputs, view) if p.exists()) + tuple(
             r for r in models if _holds(s.data_dir, r)
         )
 
@@ -141,6 +147,49 @@ class Sandboxing:
         """Variables a worker loses: any ``INLINE_*`` naming a path in the data dir."""
         data = str(self.settings.data_dir)
         return {k: "" for k, v in os.environ.items() if k.startswith("INLINE_") and data in v}
+
+
+def assets_view(settings: Settings, pack: str) -> Path:
+    """The folder a sandboxed worker of ``pack`` finds uploaded assets in (read-only): the
+    host links each asset a call names into it before the call (``share_assets``)."""
+    return settings.data_dir / "assets-view" / pack
+
+
+def asset_ids(params: Any) -> set[str]:
+    """The asset ids (``{"ref": "asset", "id": "sha256-..."}``) anywhere in ``params``."""
+    found: set[str] = set()
+    stack = [params]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            if item.get("ref") == "asset" and isinstance(item.get("id"), str):
+                found.add(item["id"])
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return found
+
+
+def share_assets(settings: Settings, pack: str, ids: set[str]) -> None:
+    """Link the blobs of ``ids`` into ``pack``'s assets view (a hard link: no copy, and the
+    worker's read-only view cannot change the blob); an unknown id is left for the worker to
+    name ("upload it first")."""
+    blobs = settings.blobs_dir / "sha256"
+    view = assets_view(settings, pack)
+    for aid in ids:
+        digest = aid.removeprefix("sha256-")
+        if len(digest) != 64 or not all(c in "0123456789abcdef" for c in digest):
+            continue
+        src, dst = blobs / digest[:2] / digest, view / digest[:2] / digest
+        if dst.exists() or not src.is_file():
+            continue
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dst.with_name(f".{digest}.{os.getpid()}.tmp")
+        try:
+            os.link(src, tmp)
+        except OSError:  # another filesystem: a copy
+            shutil.copyfile(src, tmp)
+        os.replace(tmp, dst)
 
 
 def _holds(outer: Path, inner: Path) -> bool:

@@ -9,7 +9,7 @@ import os
 import socket
 from typing import Annotated
 
-from inline_sdk import Context, NodeSpec, Output, Param, hookimpl, node
+from inline_sdk import AssetRef, Context, NodeSpec, Output, Param, hookimpl, node
 
 
 @node("hostile/read", title="Read a file", category="Test")
@@ -18,6 +18,15 @@ def read(
 ) -> Annotated[str, Output("text", "Text")]:
     with open(path, "rb") as fh:
         return fh.read(200).decode("utf-8", "replace")
+
+
+@node("hostile/asset", title="Read an uploaded asset", category="Test")
+def asset(
+    ctx: Context, *, asset: Annotated[AssetRef | None, Param("Asset", internal=True)] = None
+) -> Annotated[str, Output("text", "Text")]:
+    assert asset is not None
+    path = ctx.resolve_input(asset)
+    return f"{path}\n{ctx.read_input(asset).decode('utf-8', 'replace')}"
 
 
 @node("hostile/list", title="List a folder", category="Test")
@@ -82,4 +91,4 @@ def steal(
 
 @hookimpl
 def inline_nodes() -> list[NodeSpec]:
-    return [read, listing, write, connect, environ, ptrace, whoami, steal]
+    return [read, asset, listing, write, connect, environ, ptrace, whoami, steal]
