@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-import socket
 import struct
 import subprocess
 import sys
@@ -15,6 +14,8 @@ from pathlib import Path
 
 import anyio
 import httpx
+
+from ._ports import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -121,12 +122,6 @@ def test_main_py_serves_a_front_end_root(tmp_path):
     finally:
         proc.terminate()
         proc.wait(timeout=30)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for(url: str, proc: subprocess.Popen[bytes], timeout: float = 300) -> dict:

@@ -14,7 +14,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from ._ports import free_port
 from .test_readme import wait_for
 
 pytestmark = pytest.mark.slow  # a pack install and three servers: minutes
@@ -124,12 +124,6 @@ def checkout(tmp_path_factory: pytest.TempPathFactory) -> Checkout:
     for name in ("INLINE_PACK_PATHS", "INLINE_PORT", "INLINE_TOKEN"):
         env.pop(name, None)
     return Checkout(cwd, env)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def ok(proc: subprocess.CompletedProcess[str], command: str) -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -15,14 +14,10 @@ from pathlib import Path
 import httpx
 import pytest
 
+from .._ports import free_port
+
 ROOT = Path(__file__).resolve().parents[2]
 TEST_PACKS = (ROOT / "tests" / "packs" / "testpack", ROOT / "tests" / "packs" / "otherpack")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @dataclass

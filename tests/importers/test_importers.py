@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import struct
 import subprocess
 import sys
@@ -30,6 +29,7 @@ from inline_host.importers import (
     split_model_id,
 )
 
+from .._ports import free_port
 from ..e2e.conftest import inline_exe
 from ..hub._hub import ResumeHub
 from ..hub.test_resume import wait_until
@@ -62,12 +62,6 @@ def folder_of(root: Path, files: dict[str, bytes]) -> Path:
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).write_bytes(data)
     return root
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture

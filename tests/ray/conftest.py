@@ -62,6 +62,8 @@ def make_settings(
             "INLINE_DATA_DIR": str(data_dir),
             "INLINE_MODELS_DIR": str(work / "models"),
             "INLINE_INPUT_ROOTS": os.pathsep.join([str(inputs), str(ROOT / "examples")]),
+            # the tests' files (the gates a node waits on), readable by sandboxed workers
+            "INLINE_SANDBOX_READ": os.environ.get("INLINE_SANDBOX_READ", ""),
             **({"INLINE_RAY_ADDRESS": address} if address else {}),
             **env,
         }

@@ -14,6 +14,7 @@ import anyio
 import pytest
 from inline_core import NodeFailed, NullListener
 from inline_host import CallTimedOut, Engine, PackCrashed
+from inline_registry import sandbox_problem
 from inline_sdk.protocol import TextValue
 
 from ..e2e._graphs import n, request
@@ -76,6 +77,8 @@ async def test_basics_through_ray_gives_the_local_bytes(
     assert info["launcher"] == "ray"
     assert info["ray"]["nodeAddress"] in (HEAD_IP, WORKER_IP)
     assert len(info["ray"]["nodeId"]) == 56
+    # sandboxed on its node as a local worker is (where bubblewrap works: CI installs it)
+    assert info["sandboxed"] is (sandbox_problem() is None or bool(os.environ.get("CI")))
 
 
 async def eventually(check: Any, limit: float = 60.0) -> None:

@@ -13,12 +13,15 @@ import anyio
 import pytest
 from inline_host import Engine, NodeError, PackCrashed
 from inline_host.runs import DeploymentService, DeploymentView, RunStore
+from inline_registry import sandbox_problem
 from inline_sdk.protocol import TextValue
 
 from ._cluster import HEAD_IP, WORKER_IP, Cluster
 from .conftest import make_settings
 
 pytestmark = [pytest.mark.anyio, pytest.mark.timeout(1800)]
+#: Workers are sandboxed where bubblewrap works (CI installs it: there it must be so).
+SANDBOXED = sandbox_problem() is None or bool(os.environ.get("CI"))
 
 
 class Gate:
@@ -105,6 +108,11 @@ async def test_serve_replicas_on_two_nodes_serve_at_once_and_a_kill_costs_one_ca
         assert "image" in first.outcome and "image" in second.outcome
         # the image bytes came back through Ray: the host holds them
         assert engine.read_bytes(first.outcome["image"]).startswith(b"\x89PNG")
+        # each replica's worker runs sandboxed on its node (bubblewrap: scripts/test installs
+        # it), and the deployment's view says so
+        served = service.view("testpack-gate")
+        assert served is not None
+        assert [r.sandboxed for r in served.replicas] == [SANDBOXED] * 2, served.replicas
 
         # a handle goes back to the replica that made it
         made = await engine.supervisor.call(

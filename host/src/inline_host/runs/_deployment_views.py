@@ -63,6 +63,9 @@ class ReplicaView(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     where: str
     state: str
     calls_in_flight: int
+    #: Whether its worker runs in a sandbox (None: not known yet, a Serve replica no call
+    #: reached)
+    sandboxed: bool | None = None
 
 
 class DeploymentView(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):

@@ -75,7 +75,14 @@ def served_view(engine: Engine, live: Live) -> DeploymentView:
     served = engine.supervisor.served(spec.pack)
     listed = served.replicas if served is not None else []
     replicas = [
-        ReplicaView(pid=r.pid, generation=0, where=r.node, state=r.state, calls_in_flight=0)
+        ReplicaView(
+            pid=r.pid,
+            generation=0,
+            where=r.node,
+            state=r.state,
+            calls_in_flight=0,
+            sandboxed=served.sandboxed.get(r.tag) if served is not None else None,
+        )
         for r in listed
     ]
     running = served is not None and served.handle is not None

@@ -31,12 +31,18 @@ def launcher_named(name: str, confine: Confine | None = None) -> WorkerLauncher:
     raise ValueError(f"INLINE_LAUNCHER must be 'local' or 'tcp', got {name!r}")
 
 
-def ray_launcher(settings: Settings, registry: Callable[[], MergedRegistry]) -> WorkerLauncher:
+def ray_launcher(
+    settings: Settings,
+    registry: Callable[[], MergedRegistry],
+    trust: Callable[[str], tuple[bool, bool]] = lambda _pack: (False, False),
+) -> WorkerLauncher:
     """The ``RayLauncher`` for ``settings.ray_address``, placing by the current registry's
-    manifests (Ray itself is imported only on the first launch)."""
+    manifests and sandboxing by ``trust`` (Ray itself is imported only on the first launch)."""
     from ._ray import RayLauncher
 
-    return RayLauncher(settings, lambda pack, gpus: pack_demand(registry(), settings, pack, gpus))
+    return RayLauncher(
+        settings, lambda pack, gpus: pack_demand(registry(), settings, pack, gpus), trust
+    )
 
 
 def _at_least(version: str, least: tuple[int, int]) -> bool:
@@ -59,7 +65,7 @@ class Launchers:
         self.sandboxing = Sandboxing(settings, registry)
         if launcher is None:
             if settings.ray_address:
-                launcher = ray_launcher(settings, registry)
+                launcher = ray_launcher(settings, registry, self.sandboxing.trust)
             else:
                 launcher = launcher_named(settings.launcher, self.sandboxing.confinement)
         self.configured = launcher

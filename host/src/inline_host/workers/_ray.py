@@ -42,6 +42,7 @@ from ._launchers import _first_of, _read_secret
 from ._ray_actor import PackActor
 from ._ray_connect import join_cluster
 from ._ray_placement import Demand
+from ._sandbox import node_knobs
 
 DemandFn = Callable[[str, float], Demand]
 _names = itertools.count(1)
@@ -62,7 +63,6 @@ class RayWorker:
 
     shares_memory = False
     shm_dir: Path | None = None
-    sandboxed = False
 
     def __init__(
         self, ray: Any, actor: Any, stream: anyio.abc.ByteStream, where: dict[str, Any]
@@ -72,6 +72,8 @@ class RayWorker:
         self.stream = stream
         self.where = where
         self.pid: int | None = where.get("pid")
+        #: whether its node sandboxed it (as the host's mode says, where bubblewrap works)
+        self.sandboxed: bool = bool(where.get("sandboxed"))
         self.actor_error: str | None = None
         self._released = False
 
@@ -133,9 +135,8 @@ class RayWorker:
         ray_info = {k: v for k, v in self.where.items() if k != "pid"}
         if self.actor_error is not None:
             ray_info["error"] = self.actor_error
-        # a Ray actor's worker dials the host from its node: not sandboxed yet (a deployment's
-        # Serve replicas are, where their node has bubblewrap)
-        return {"launcher": "ray", "pid": self.pid, "ray": ray_info, "sandboxed": False}
+        ray_info.pop("sandboxed", None)
+        return {"launcher": "ray", "pid": self.pid, "ray": ray_info, "sandboxed": self.sandboxed}
 
 
 class RayLauncher:
@@ -143,12 +144,19 @@ class RayLauncher:
 
     name = "ray"
 
-    def __init__(self, settings: Settings, demand: DemandFn) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        demand: DemandFn,
+        trust: Callable[[str], tuple[bool, bool]] = lambda _pack: (False, False),
+    ) -> None:
         if not settings.ray_address:
             raise ValueError("RayLauncher needs INLINE_RAY_ADDRESS")
         self.address = settings.ray_address
         self.settings = settings
         self._demand = demand
+        #: (first-party, network) of a pack: how its node sandboxes its worker
+        self._trust = trust
         self._ray: Any = None
         self._joined = anyio.Lock()
         self._actor_class: Any = None
@@ -195,6 +203,7 @@ class RayLauncher:
                 str(self.settings.ray_packs_dir or self.settings.packs_dir),
                 f"{self._host}:{port}",
                 secret,
+                node_knobs(self.settings, self._trust(pack)),
             )
             where, stream = await self._connect(
                 ray, actor, started, listener, secret, demand, timeout

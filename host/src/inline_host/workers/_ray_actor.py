@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
-from inline_registry import EnvRecipe, materialize, worker_env
+from inline_registry import EnvRecipe, apply_env, confined_command, materialize, worker_env
 
 #: Where the worker reads its secret (the SDK's name for it; see ``_launchers.SECRET_ENV``).
 SECRET_ENV = "INLINE_WORKER_SECRET"
@@ -45,9 +45,19 @@ class PackActor:
     def __init__(self) -> None:
         self._proc: subprocess.Popen[bytes] | None = None
 
-    def start(self, recipe: bytes, packs_dir: str, connect: str, secret: str) -> dict[str, Any]:
-        """Build or reuse the venv, start the worker; where it runs."""
+    def start(
+        self,
+        recipe: bytes,
+        packs_dir: str,
+        connect: str,
+        secret: str,
+        knobs: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """Build or reuse the venv, start the worker (sandboxed on this node as the host's
+        ``knobs`` say: ``node_knobs``); where it runs."""
         import ray
+
+        from ._sandbox import node_confinement
 
         ctx = ray.get_runtime_context()
         node_id = ctx.get_node_id()
@@ -56,20 +66,22 @@ class PackActor:
         env_recipe = msgspec.msgpack.decode(recipe, type=EnvRecipe)
         python, venv = materialize(env_recipe, Path(packs_dir), node=f"node {address}")
         built_s = time.monotonic() - began
+        command = [str(python), "-m", "inline_sdk.worker", "--connect", connect,
+                   "--pack", env_recipe.pack]  # fmt: skip
+        env = worker_environment(secret)
+        # it dials the host: it keeps the network, and nothing else of this node's
+        confinement = (
+            node_confinement(knobs, env_recipe.pack, Path(python), network=True) if knobs else None
+        )
+        if confinement is not None:
+            command, changes = confined_command(command, confinement)
+            env = apply_env(env, changes)
         self._proc = subprocess.Popen(
-            [
-                str(python),
-                "-m",
-                "inline_sdk.worker",
-                "--connect",
-                connect,
-                "--pack",
-                env_recipe.pack,
-            ],
+            command,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
-            env=worker_environment(secret),
+            env=env,
             start_new_session=True,
             preexec_fn=_die_with_parent,
         )
@@ -81,6 +93,7 @@ class PackActor:
             "pid": self._proc.pid,
             "venv": venv,
             "venvSeconds": round(built_s, 3),
+            "sandboxed": confinement is not None,
         }
 
     def read_stderr(self) -> bytes:

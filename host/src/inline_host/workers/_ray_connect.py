@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import logging
+import os
 import socket
 import threading
 import time
@@ -61,13 +62,23 @@ _QUIET = _OffMainThread()
 
 
 def import_ray() -> Any:
-    """The ``ray`` module, or ``LaunchFailed`` saying how to install it."""
+    """The ``ray`` module, or ``LaunchFailed`` saying how to install it.
+
+    Ray's automatic ``ray.init()`` is turned off: a Ray call made when this process is no
+    driver (a Serve router's metrics thread after the host left the cluster) would start a
+    local cluster of its own, a side effect the host never wants; it fails instead.
+    """
+    os.environ.setdefault("RAY_ENABLE_AUTO_CONNECT", "0")  # read when ray is first imported
     try:
         import ray
     except ImportError:
         raise LaunchFailed(
             "INLINE_RAY_ADDRESS is set but Ray is not installed: install inline-host[ray]"
         ) from None
+    with contextlib.suppress(ImportError, AttributeError):  # imported before: turned off here
+        from ray._private import auto_init_hook
+
+        auto_init_hook.enable_auto_connect = False
     return ray
 
 

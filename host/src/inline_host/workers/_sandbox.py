@@ -22,6 +22,7 @@ import logging
 import os
 import shutil
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -147,6 +148,37 @@ class Sandboxing:
         """Variables a worker loses: any ``INLINE_*`` naming a path in the data dir."""
         data = str(self.settings.data_dir)
         return {k: "" for k, v in os.environ.items() if k.startswith("INLINE_") and data in v}
+
+
+def node_knobs(settings: Settings, trust: tuple[bool, bool]) -> dict[str, Any]:
+    """What a worker started on a cluster node runs and is sandboxed under there: the host's
+    paths (today every node has them), its sandbox mode, and the pack's (first-party,
+    network)."""
+    return {
+        "data_dir": settings.data_dir,
+        "models_dir": settings.models_dir,
+        "extra_models_dirs": settings.extra_models_dirs,
+        "input_roots": settings.input_roots,
+        "sandbox": settings.sandbox,
+        "sandbox_read": settings.sandbox_read,
+        "trust": list(trust),
+    }
+
+
+def node_settings(knobs: Mapping[str, Any]) -> Settings:
+    """The settings a node's worker runs under, from ``node_knobs`` (and any other knob)."""
+    base = Settings.from_env({"INLINE_DATA_DIR": str(knobs["data_dir"])})
+    return replace(base, **{k: v for k, v in knobs.items() if k != "trust"})
+
+
+def node_confinement(
+    knobs: Mapping[str, Any], pack: str, python: Path, *, network: bool = False
+) -> Confinement | None:
+    """The sandbox of a worker of ``pack`` started on this node from the host's ``knobs``
+    (None: unsandboxed, where the host's mode allows it; ``LaunchFailed`` where not)."""
+    first_party, declared = knobs.get("trust") or (False, False)
+    sandboxing = Sandboxing(node_settings(knobs), None, {pack: (bool(first_party), bool(declared))})
+    return sandboxing.confinement(pack, python, network=network)
 
 
 def assets_view(settings: Settings, pack: str) -> Path:

@@ -48,6 +48,7 @@ from ._bulk import HostBulk
 from ._launcher import LaunchFailed
 from ._process import SecretsReader
 from ._ray_placement import Demand
+from ._sandbox import node_knobs
 from ._serve_replica import (
     HANDLES,
     PackReplica,
@@ -95,6 +96,8 @@ class ServedPack:
     looked: float = 0.0
     #: Replica tags by the (negative) generation their handles carry on the host.
     tags: dict[int, str] = field(default_factory=dict)
+    #: Whether each replica's worker is sandboxed on its node, by tag (as its calls said).
+    sandboxed: dict[str, bool] = field(default_factory=dict)
     ready: anyio.Event = field(default_factory=anyio.Event)
 
     def generation(self, tag: str) -> int:
@@ -156,20 +159,12 @@ class ServeDeployments:
         gpus = float(ray.cluster_resources().get("GPU", 0))
         demand = self._demand(pack, gpus)
         encoded = msgspec.msgpack.encode(recipe)
-        knobs = {  # the host's paths: today every node has them (as for a Ray actor's worker)
-            "data_dir": self.settings.data_dir,
-            "models_dir": self.settings.models_dir,
-            "extra_models_dirs": self.settings.extra_models_dirs,
-            "input_roots": self.settings.input_roots,
+        knobs = {  # the host's paths and sandbox (node_knobs), and the call knobs
+            **node_knobs(self.settings, self._trust(pack)),
             "cancel_grace": self.settings.cancel_grace,
             "max_output_bytes": self.settings.max_output_bytes,
             "profile": self.settings.profile,
             "start_timeout": self.settings.start_timeout,
-            # not yet: a sandboxed replica's worker did not come up in tests/ray/test_serve.py
-            # (issue 25 item 4 stays open); the replica reports sandboxed: false
-            "sandbox": "off",
-            "sandbox_read": self.settings.sandbox_read,
-            "trust": list(self._trust(pack)),  # first-party, network: its sandbox on the node
         }
         packs_dir = str(self.settings.ray_packs_dir or self.settings.packs_dir)
         options = _options(demand, low, high, scaling, concurrency)
@@ -192,8 +187,15 @@ class ServeDeployments:
         served = self.served.pop(pack, None)
         if served is None:
             return
+        await _let_go(served)
         await self._join()
         await anyio.to_thread.run_sync(_delete_app, served.name)
+
+    async def aclose(self) -> None:
+        """Let go of the Serve handles (the applications keep running): their routers stop,
+        which would otherwise go on pushing metrics from this process after it left Ray."""
+        for served in self.served.values():
+            await _let_go(served)
 
     async def look(self, served: ServedPack) -> list[ServeReplica]:
         """Where the replicas run now (Ray's state API; looked up at most every ``LOOK_S``)."""
@@ -321,6 +323,7 @@ class ServeDeployments:
         return wire, owner
 
     def _outputs(self, served: ServedPack, done: ServeDone) -> dict[str, HostValue]:
+        served.sandboxed[done.replica] = done.sandboxed
         gen = served.generation(done.replica)
         out: dict[str, HostValue] = {}
         for port, v in done.outputs.items():
@@ -410,6 +413,15 @@ def _replicas(name: str) -> list[ServeReplica]:
         for a in found
         if a.state in ("ALIVE", "PENDING_CREATION", "DEPENDENCIES_UNREADY", "RESTARTING")
     ]
+
+
+async def _let_go(served: ServedPack) -> None:
+    """Shut this process's handle of ``served`` down (its router, and the metrics it pushes
+    to Serve's controller every few seconds); the application runs on."""
+    handle, served.handle = served.handle, None
+    if handle is not None:
+        with contextlib.suppress(Exception):
+            await handle.shutdown_async()
 
 
 def _reason(exc: BaseException) -> str:

@@ -23,7 +23,6 @@ import contextlib
 import contextvars
 import logging
 from collections.abc import AsyncIterator, Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +47,12 @@ from ray import serve
 
 from .._errors import CallCancelled as CallCancelledError
 from .._errors import NodeError, PackCrashed, PackStartFailed
-from .._settings import Settings
 from .._values import HostValue, owned_handles
 from ._broker import Broker
 from ._bulk import HostBulk
 from ._launchers import LocalLauncher
 from ._process import WorkerProcess
-from ._sandbox import Sandboxing
+from ._sandbox import node_confinement, node_settings
 
 log = logging.getLogger("inline.serve")
 #: The prefix of the multiplexed id that routes a call to the replica holding its handles.
@@ -82,6 +80,8 @@ class ServeDone(msgspec.Struct, frozen=True, tag="serve-done", tag_field="t"):
     outputs: dict[str, Value]
     replica: str
     node: str
+    #: whether the replica's worker runs in a sandbox on its node
+    sandboxed: bool = False
 
 
 class ServeRefused(msgspec.Struct, frozen=True, tag="serve-refused", tag_field="t"):
@@ -112,12 +112,6 @@ def _secrets(params: Mapping[str, Any], node_type: str, pack: str) -> dict[str, 
     return _call_secrets.get() or {}  # what the host granted the call, sent with it
 
 
-def replica_settings(knobs: dict[str, Any]) -> Settings:
-    """The settings a replica's worker runs under: the host's dirs and call knobs."""
-    base = Settings.from_env({"INLINE_DATA_DIR": str(knobs["data_dir"])})
-    return replace(base, **{k: v for k, v in knobs.items() if k != "trust"})
-
-
 class PackReplica:
     """A pack worker behind Serve (``serve.deployment`` wraps it in ``_serve``)."""
 
@@ -131,16 +125,14 @@ class PackReplica:
         python, _venv = await asyncio.to_thread(
             materialize, env_recipe, Path(packs_dir), node=f"node {self.node}"
         )
-        settings = replica_settings(knobs)
-        first_party, network = knobs.get("trust") or (False, False)
-        sandbox = Sandboxing(settings, None, {self.pack: (bool(first_party), bool(network))})
+        settings = node_settings(knobs)
         self.bulk = HostBulk()
         self.proc = WorkerProcess(
             self.pack,
             1,
             settings,
             lambda _proc: None,
-            launcher=LocalLauncher(sandbox.confinement),
+            launcher=LocalLauncher(lambda pack, python: node_confinement(knobs, pack, python)),
             bulk=self.bulk,
             broker=Broker(profile=settings.profile),
             secrets=_secrets,
@@ -186,7 +178,9 @@ class PackReplica:
 
     async def describe(self) -> dict[str, Any]:
         """Where this replica runs (for one replica Serve picks)."""
-        return {"replica": self.tag, "node": self.node, "pid": self.proc.pid}
+        sandboxed = self.proc.describe().get("sandboxed", False)
+        return {"replica": self.tag, "node": self.node, "pid": self.proc.pid,
+                "sandboxed": sandboxed}  # fmt: skip
 
     async def release(self, replica: str, ids: list[int]) -> None:
         """Free handles this replica made (a release routed elsewhere is dropped)."""
@@ -276,4 +270,7 @@ class PackReplica:
         if any(isinstance(v, HandleValue) for v in values.values()):
             # calls that take them come here
             await self._hold(HANDLES + self.tag)  # pyright: ignore[reportCallIssue]
-        return _encode(ServeDone(outputs=values, replica=self.tag, node=self.node))
+        sandboxed = bool(self.proc.describe().get("sandboxed"))
+        return _encode(
+            ServeDone(outputs=values, replica=self.tag, node=self.node, sandboxed=sandboxed)
+        )

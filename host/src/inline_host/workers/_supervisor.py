@@ -407,6 +407,8 @@ class Supervisor:
         with anyio.CancelScope(shield=True):
             for proc in [*(w for pool in self._pools.values() for w in pool), *self._retiring]:
                 await proc.stop()
+            if self._serve is not None:  # the deployments run on; this host's handles go
+                await self._serve.aclose()
             self.bulk.close()
 
 
