@@ -80,7 +80,8 @@ def check_sandboxed(proc: Any, hidden: Path) -> None:
     assert proc.describe()["sandboxed"] is True, proc.describe()
     assert hidden.is_dir(), f"{hidden} should exist on the host"
     own = os.readlink("/proc/self/ns/mnt")
-    for pid in _descendants(proc.pid):
+    # its pid is the sandboxed worker's own (the launcher finds it below bwrap)
+    for pid in [proc.pid, *_descendants(proc.pid)]:
         try:
             if os.readlink(f"/proc/{pid}/ns/mnt") == own:
                 continue
