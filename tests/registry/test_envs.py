@@ -57,6 +57,19 @@ def inline_nodes():
 """
 
 
+def dep_pack(tmp_path: Path, name: str) -> Path:
+    """A pack ``name`` whose one node reports the version of ``inline-fixture-dep`` it got."""
+    return write_project(
+        tmp_path / name,
+        f"inline-pack-{name}",
+        "0.1.0",
+        ["inline-sdk>=1,<2", "inline-fixture-dep"],
+        f"inline_{name}",
+        PACK_BODY.replace("{name}", name),
+        entry=name,
+    )
+
+
 @pytest.fixture(scope="module")
 def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A find-links folder with two versions of a package that exists on no index."""
@@ -81,15 +94,7 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_find_links_and_constraints_from_the_environment_are_honoured(
     wheelhouse, tmp_path, monkeypatch
 ):
-    pack = write_project(
-        tmp_path / "pinned",
-        "inline-pack-pinned",
-        "0.1.0",
-        ["inline-sdk>=1,<2", "inline-fixture-dep"],
-        "inline_pinned",
-        PACK_BODY.replace("{name}", "pinned"),
-        entry="pinned",
-    )
+    pack = dep_pack(tmp_path, "pinned")
     constraints = tmp_path / "constraints.txt"
     constraints.write_text("inline-fixture-dep==1.0.0\n")
     monkeypatch.setenv("UV_FIND_LINKS", str(wheelhouse))
@@ -194,15 +199,7 @@ def test_a_version_gone_from_the_index_between_resolve_and_install_is_resolved_a
 
     house = tmp_path / "house"
     shutil.copytree(wheelhouse, house)
-    pack = write_project(
-        tmp_path / "moving",
-        "inline-pack-moving",
-        "0.1.0",
-        ["inline-sdk>=1,<2", "inline-fixture-dep"],
-        "inline_moving",
-        PACK_BODY.replace("{name}", "moving"),
-        entry="moving",
-    )
+    pack = dep_pack(tmp_path, "moving")
     monkeypatch.setenv("UV_FIND_LINKS", str(house))
     monkeypatch.delenv("INLINE_CONSTRAINTS", raising=False)
     (newest,) = house.glob("inline_fixture_dep-2.0.0-*.whl")
