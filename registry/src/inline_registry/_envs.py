@@ -336,8 +336,9 @@ def resolve(
     cons = constraints_file()
     constraints = [cons] if cons is not None else []
     if avoid:
-        constraints.append(work / "avoid.txt")
-        constraints[-1].write_text("".join(f"{line}\n" for line in avoid))
+        avoided = work / "avoid.txt"
+        avoided.write_text("".join(f"{line}\n" for line in avoid))
+        constraints.append(avoided)
     text = compile_requirements(
         pack,
         req_in,

@@ -11,9 +11,8 @@ from pathlib import Path
 from ._errors import Cancelled
 from ._media import AssetIdRef, AssetRef, Image, PathRef
 from ._memory import Memory
+from ._protocol import asset_file
 from ._state import WorkerCache, WorkerStats
-
-ASSET_ID_PREFIX = "sha256-"
 
 
 class InputRefused(Exception):
@@ -137,14 +136,9 @@ class Context:
     def resolve_input(self, ref: AssetRef) -> Path:
         """The file an input reference names, refusing paths outside the allowed input roots."""
         if isinstance(ref, AssetIdRef):
-            digest = ref.id.removeprefix(ASSET_ID_PREFIX)
-            if (
-                not ref.id.startswith(ASSET_ID_PREFIX)
-                or len(digest) != 64
-                or not all(c in "0123456789abcdef" for c in digest)
-            ):
+            path = asset_file(self._assets_dir, ref.id)
+            if path is None:
                 raise InputRefused(f"'{ref.id}' is not an asset id (expected sha256-<64 hex>)")
-            path = self._assets_dir / digest[:2] / digest
             if not path.is_file():
                 raise InputRefused(f"No asset '{ref.id}': upload it first (inline assets add)")
             return path

@@ -15,6 +15,7 @@ SDK for the evolution rules.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Final
 
 import msgspec
@@ -111,6 +112,23 @@ class RemoteError(msgspec.Struct, frozen=True):
     type: str
     message: str
     traceback: str = ""
+
+
+#: How an uploaded asset's id begins (the rest: its sha256, 64 lowercase hex digits).
+ASSET_ID_PREFIX: Final = "sha256-"
+
+
+def asset_file(assets_dir: Path, asset_id: str) -> Path | None:
+    """Where the asset ``asset_id`` lies under ``Hello.assets_dir`` (``<2 hex>/<64 hex>``);
+    None when it is no asset id."""
+    digest = asset_id.removeprefix(ASSET_ID_PREFIX)
+    if (
+        not asset_id.startswith(ASSET_ID_PREFIX)
+        or len(digest) != 64
+        or not all(c in "0123456789abcdef" for c in digest)
+    ):
+        return None
+    return assets_dir / digest[:2] / digest
 
 
 # host -> worker -------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ from ._protocol import (
     ToWorker,
     Value,
     Welcome,
+    asset_file,
 )
 from ._shm import Arena, Region, SegmentReader, unlink_segments
 
@@ -94,6 +95,7 @@ __all__ = (
     "ToWorker",
     "Value",
     "Welcome",
+    "asset_file",
     "recv_exact",
     "recv_frame",
     "unlink_segments",

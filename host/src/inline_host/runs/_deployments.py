@@ -166,7 +166,7 @@ class DeploymentService:
                 where=_where(w.describe()),
                 state="busy" if w.pending else "ready",
                 calls_in_flight=len(w.pending),
-                sandboxed=bool(w.describe().get("sandboxed")),
+                sandboxed=w.sandboxed,
             )
             for w in pool
         ]

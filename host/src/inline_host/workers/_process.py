@@ -139,6 +139,11 @@ class WorkerProcess:
         self._stderr_done = anyio.Event()
         self.values = WireValues(pack, generation, bulk, settings.max_output_bytes, self._send)
 
+    @property
+    def sandboxed(self) -> bool:
+        """Whether its worker runs in a sandbox."""
+        return self._worker is not None and self._worker.sandboxed
+
     def _sees(self, hv: HostValue) -> bool:
         """Whether the worker reads ``hv``'s shared memory where it lies: any segment when it
         shares the machine's ``/dev/shm``, only its own when it has a folder of its own (a
@@ -403,7 +408,7 @@ class WorkerProcess:
             self.running.pop(cid, None)
             raise PackCrashed(self.pack, self.returncode, self.tail(), f"'{node_type}'")
         try:
-            if self._worker is not None and self._worker.sandboxed and (ids := asset_ids(params)):
+            if self.sandboxed and (ids := asset_ids(params)):
                 await anyio.to_thread.run_sync(share_assets, self.settings, self.pack, ids)
             wire = {
                 port: [await self.values.to_wire(hv, shared=self._sees(hv)) for hv in hvs]

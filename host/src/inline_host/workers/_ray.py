@@ -132,10 +132,9 @@ class RayWorker:
             self._ray.kill(self._actor, no_restart=True)
 
     def describe(self) -> dict[str, Any]:
-        ray_info = {k: v for k, v in self.where.items() if k != "pid"}
+        ray_info = {k: v for k, v in self.where.items() if k not in ("pid", "sandboxed")}
         if self.actor_error is not None:
             ray_info["error"] = self.actor_error
-        ray_info.pop("sandboxed", None)
         return {"launcher": "ray", "pid": self.pid, "ray": ray_info, "sandboxed": self.sandboxed}
 
 

@@ -57,7 +57,7 @@ class PackActor:
         ``knobs`` say: ``node_knobs``); where it runs."""
         import ray
 
-        from ._sandbox import node_confinement
+        from ._sandbox import node_sandboxing
 
         ctx = ray.get_runtime_context()
         node_id = ctx.get_node_id()
@@ -70,8 +70,11 @@ class PackActor:
                    "--pack", env_recipe.pack]  # fmt: skip
         env = worker_environment(secret)
         # it dials the host: it keeps the network, and nothing else of this node's
+        pack = env_recipe.pack
         confinement = (
-            node_confinement(knobs, env_recipe.pack, Path(python), network=True) if knobs else None
+            node_sandboxing(knobs, pack).confinement(pack, Path(python), network=True)
+            if knobs
+            else None
         )
         if confinement is not None:
             command, changes = confined_command(command, confinement)

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from inline_registry import Confinement, MergedRegistry, sandbox_problem
+from inline_sdk.protocol import asset_file
 
 from .._settings import Settings
 from ._launcher import LaunchFailed
@@ -171,14 +172,11 @@ def node_settings(knobs: Mapping[str, Any]) -> Settings:
     return replace(base, **{k: v for k, v in knobs.items() if k != "trust"})
 
 
-def node_confinement(
-    knobs: Mapping[str, Any], pack: str, python: Path, *, network: bool = False
-) -> Confinement | None:
-    """The sandbox of a worker of ``pack`` started on this node from the host's ``knobs``
-    (None: unsandboxed, where the host's mode allows it; ``LaunchFailed`` where not)."""
+def node_sandboxing(knobs: Mapping[str, Any], pack: str) -> Sandboxing:
+    """How this node sandboxes a worker of ``pack`` started from the host's ``knobs`` (its
+    ``settings`` are the ones the worker runs under)."""
     first_party, declared = knobs.get("trust") or (False, False)
-    sandboxing = Sandboxing(node_settings(knobs), None, {pack: (bool(first_party), bool(declared))})
-    return sandboxing.confinement(pack, python, network=network)
+    return Sandboxing(node_settings(knobs), None, {pack: (bool(first_party), bool(declared))})
 
 
 def assets_view(settings: Settings, pack: str) -> Path:
@@ -209,14 +207,11 @@ def share_assets(settings: Settings, pack: str, ids: set[str]) -> None:
     blobs = settings.blobs_dir / "sha256"
     view = assets_view(settings, pack)
     for aid in ids:
-        digest = aid.removeprefix("sha256-")
-        if len(digest) != 64 or not all(c in "0123456789abcdef" for c in digest):
-            continue
-        src, dst = blobs / digest[:2] / digest, view / digest[:2] / digest
-        if dst.exists() or not src.is_file():
+        src, dst = asset_file(blobs, aid), asset_file(view, aid)
+        if src is None or dst is None or dst.exists() or not src.is_file():
             continue
         dst.parent.mkdir(parents=True, exist_ok=True)
-        tmp = dst.with_name(f".{digest}.{os.getpid()}.tmp")
+        tmp = dst.with_name(f".{dst.name}.{os.getpid()}.tmp")
         try:
             os.link(src, tmp)
         except OSError:  # another filesystem: a copy

@@ -52,7 +52,7 @@ from ._broker import Broker
 from ._bulk import HostBulk
 from ._launchers import LocalLauncher
 from ._process import WorkerProcess
-from ._sandbox import node_confinement, node_settings
+from ._sandbox import node_sandboxing
 
 log = logging.getLogger("inline.serve")
 #: The prefix of the multiplexed id that routes a call to the replica holding its handles.
@@ -125,14 +125,15 @@ class PackReplica:
         python, _venv = await asyncio.to_thread(
             materialize, env_recipe, Path(packs_dir), node=f"node {self.node}"
         )
-        settings = node_settings(knobs)
+        sandboxing = node_sandboxing(knobs, self.pack)
+        settings = sandboxing.settings
         self.bulk = HostBulk()
         self.proc = WorkerProcess(
             self.pack,
             1,
             settings,
             lambda _proc: None,
-            launcher=LocalLauncher(lambda pack, python: node_confinement(knobs, pack, python)),
+            launcher=LocalLauncher(sandboxing.confinement),
             bulk=self.bulk,
             broker=Broker(profile=settings.profile),
             secrets=_secrets,
@@ -178,9 +179,8 @@ class PackReplica:
 
     async def describe(self) -> dict[str, Any]:
         """Where this replica runs (for one replica Serve picks)."""
-        sandboxed = self.proc.describe().get("sandboxed", False)
         return {"replica": self.tag, "node": self.node, "pid": self.proc.pid,
-                "sandboxed": sandboxed}  # fmt: skip
+                "sandboxed": self.proc.sandboxed}  # fmt: skip
 
     async def release(self, replica: str, ids: list[int]) -> None:
         """Free handles this replica made (a release routed elsewhere is dropped)."""
@@ -270,7 +270,8 @@ class PackReplica:
         if any(isinstance(v, HandleValue) for v in values.values()):
             # calls that take them come here
             await self._hold(HANDLES + self.tag)  # pyright: ignore[reportCallIssue]
-        sandboxed = bool(self.proc.describe().get("sandboxed"))
         return _encode(
-            ServeDone(outputs=values, replica=self.tag, node=self.node, sandboxed=sandboxed)
+            ServeDone(
+                outputs=values, replica=self.tag, node=self.node, sandboxed=self.proc.sandboxed
+            )
         )
