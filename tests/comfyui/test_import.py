@@ -339,3 +339,58 @@ def test_cached_handshakes_give_the_command_line_packs_mappings(tmp_path: Path):
     (tmp_path / "junk" / "x").mkdir(parents=True)
     (tmp_path / "junk" / "x" / "welcome-x.json").write_text("{not json")
     assert [m.node for m in cached_mappings(tmp_path)] == ["acme/node"]
+
+
+# CheckpointLoaderSimple: SD 1.x / SDXL checkpoint workflows as one diffusers/generate node ------
+def test_a_checkpoint_workflow_becomes_one_diffusers_node():
+    imported = load("sd15_default_txt2img.api.json")
+    assert imported.report.complete and imported.target == "3"
+    prompt, gen = imported.graph["nodes"]
+    assert prompt == {"id": "3:prompt", "type": "input/text",
+                      "params": {"text": "masterpiece best quality girl"}}  # fmt: skip
+    assert gen["type"] == "diffusers/generate"
+    assert gen["params"] == {
+        "checkpoint": "v1-5-pruned-emaonly.safetensors", "negative_prompt": "bad hands",
+        "steps": 20, "guidance": 8.0, "seed": 8566257, "width": 512, "height": 512,
+    }  # fmt: skip
+    assert gen["inputs"] == {"prompt": {"from": "3:prompt", "output": "text"}}
+    # the outputs are named after SaveImage's prefix; the report says what each node became
+    assert imported.document["outputNames"] == {"3": "ComfyUI"}
+    became = row(imported, "4").became
+    assert became == "diffusers/generate 3 (checkpoint 'v1-5-pruned-emaonly.safetensors')"
+    assert row(imported, "5").became == "diffusers/generate 3 (latent/empty 5)"
+    assert row(imported, "9").became == "the run's target (3)"
+    warnings = imported.report.warnings
+    assert any("sampler 'euler' and scheduler 'normal' are not applied" in w for w in warnings)
+    assert not any("nearest equivalent" in w for w in warnings), warnings
+    # the one-click flag cannot make a checkpoint Z-Image's node: said, and the fold stands
+    flagged = load("sd15_default_txt2img.api.json", one_click_node=True)
+    assert flagged.graph == imported.graph and not flagged.report.one_click
+    assert any("not a Z-Image-shaped graph" in w for w in flagged.report.warnings)
+
+
+def test_a_checkpoint_img2img_takes_the_image_and_a_pickle_is_named():
+    imported = load("sd15_img2img.api.json")
+    gen = node(imported, imported.target)
+    assert gen["type"] == "diffusers/generate" and gen["params"]["strength"] == pytest.approx(0.87)
+    assert gen["inputs"]["image"] == {"from": "10", "output": "image"}
+    assert node(imported, "10")["type"] == "input/image"
+    assert "width" not in gen["params"]  # the image's own size
+    pickle = [w for w in imported.report.warnings if "is a pickle" in w]
+    assert pickle and "'v1-5-pruned-emaonly.safetensors'" in pickle[0], imported.report.warnings
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("sd15_lora.api.json", "a LoRA on a checkpoint's model is not supported"),
+        ("sdxl_simple_base_refiner.api.json", "11.latent comes from sample"),
+    ],
+)
+def test_a_checkpoint_chain_of_another_shape_is_reported_not_guessed(name: str, why: str):
+    imported = load(name)
+    assert not imported.report.complete  # an import with --run stops at this report
+    loaders = [r for r in imported.report.nodes if r.class_type == "CheckpointLoaderSimple"]
+    assert loaders and all(r.status == "unmapped" for r in loaders)
+    assert any(why in r.reason for r in loaders), [r.reason for r in loaders]
+    assert "CheckpointLoaderSimple" in render_text(imported.report)

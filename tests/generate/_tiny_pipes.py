@@ -5,7 +5,8 @@ Run with a pack venv's interpreter: ``python _tiny_pipes.py OUT``. Writes
 ``OUT/diffusers/tiny-sd`` (StableDiffusionPipeline: UNet2DConditionModel, CLIP text encoder),
 ``OUT/diffusers/tiny-pixart`` (PixArtAlphaPipeline: PixArtTransformer2DModel, T5 encoder), each
 with a locally trained BPE tokenizer, and ``OUT/reference/<case>.png`` rendered by a plain
-``from_pretrained(..., local_files_only=True)`` pipeline call, with ``OUT/cases.json``.
+``from_pretrained(..., local_files_only=True)`` pipeline call, with ``OUT/cases.json``; and
+``OUT/checkpoints/tiny-sd.safetensors``, tiny-sd as one original-layout (LDM) checkpoint.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 os.environ.setdefault("TORCHAO_FORCE_SKIP_LOADING_SO_FILES", "1")
 import torch
 from inline_diffusers._demo import SEED, build_pixart, build_sd
+from inline_diffusers._ldm import single_file
 
 CASES = [
     {"name": "sd", "model": "tiny-sd", "prompt": "a red fox in the snow", "negative": "blurry",
@@ -47,8 +49,10 @@ def main(out: Path) -> None:
     from PIL import Image
 
     torch.manual_seed(SEED)
-    build_sd(out)
+    sd = build_sd(out)
     build_pixart(out)
+    # the same weights as one ComfyUI-style checkpoint (no configs named: found by family)
+    single_file(sd, out / "checkpoints" / "tiny-sd.safetensors")
     ref = out / "reference"
     ref.mkdir(exist_ok=True)
     (out / "init.png").write_bytes(init_image())

@@ -27,7 +27,7 @@ FAMILIES = {
     "zimage": ["diffusion_models/demo_z_image_turbo.safetensors", "vae/demo_ae.safetensors",
                "text_encoders/demo_qwen3.safetensors", "text_encoders/demo_qwen3_tokenizer",
                "loras/demo_lora.safetensors"],
-    "diffusers": ["diffusers/demo-sd"],
+    "diffusers": ["diffusers/demo-sd", "checkpoints/demo-sd.safetensors"],
 }  # fmt: skip
 
 

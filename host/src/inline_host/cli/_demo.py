@@ -70,8 +70,10 @@ FAMILIES: Final = (
             "loras/demo_lora.safetensors"),
            "a Z-Image (transformer, VAE, Qwen3 text encoder, a LoRA) for alibaba/z-image-turbo "
            "and the primitive graph"),
-    Family("diffusers", "diffusers", "inline_diffusers._demo", ("diffusers/demo-sd",),
-           "a Stable Diffusion pipeline folder for diffusers/generate (and img2img)"),
+    Family("diffusers", "diffusers", "inline_diffusers._demo",
+           ("diffusers/demo-sd", "checkpoints/demo-sd.safetensors"),
+           "a Stable Diffusion pipeline folder for diffusers/generate (and img2img), and the "
+           "same weights as a single-file checkpoint (ComfyUI's CheckpointLoaderSimple)"),
 )  # fmt: skip
 #: Families whose nodes load no model: named by ``--only`` and said so, nothing written.
 MODELLESS: Final = {"mesh": "mesh/relief is geometry, not a learned model: nothing to write"}

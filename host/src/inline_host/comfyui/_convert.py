@@ -196,11 +196,12 @@ class Converter:
                     f"output node {extra.id} ({extra.class_type}) is not the run's target: a run "
                     "has one target, the first output's"
                 )
-        report = self._report(source, fmt)
+        report = self.report(source, fmt)
         graph = {"schemaVersion": 1, "nodes": self.nodes}
         return Imported(graph, self.target, report, dict(self.output_names))
 
-    def _report(self, source: str, fmt: str) -> Report:
+    def report(self, source: str, fmt: str) -> Report:
+        """The report of the walk so far (every node of the prompt, in order)."""
         rows: list[NodeReport] = []
         dropped = {d.id: d for d in self.prompt.dropped}
         for nid in self.prompt.ordered():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from ._checkpoint import checkpoint_loader
 from ._convert import Converter, Rule
 from ._prompt import PromptNode
 from ._values import Edge, ModelValue, SamplerChoice, Sigmas, Value, ZeroConditioning
@@ -326,6 +327,7 @@ def primitive_string(cv: Converter, node: PromptNode) -> dict[int, Value]:
 
 
 BUILTIN_RULES: Final[dict[str, Rule]] = {
+    "CheckpointLoaderSimple": checkpoint_loader,
     "UNETLoader": unet_loader,
     "CLIPLoader": clip_loader,
     "VAELoader": _loader("load/vae", "vae", "vae_name"),

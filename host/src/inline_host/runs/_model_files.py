@@ -12,7 +12,8 @@ A file's stamp is therefore cheap and content-derived:
 
 Stamps are memoised by (path, inode, size, mtime), so a second plan costs a ``stat`` per file.
 The files come from the node's params that pick from a models catalog (an empty pick is what
-the node loads then: the manifest's recommended file, else the catalog's first entry), and
+the node loads then: the manifest's recommended file, else the catalog's first entry; nothing
+for the catalogs whose empty pick means none, ``EMPTY_IS_NONE``), and
 from the model files its manifest names without a param (the one-click node's components).
 """
 
@@ -34,6 +35,9 @@ SMALL_BYTES: Final = 4 << 20
 MAX_HEADER: Final = 100 << 20
 #: The most files of a model folder that are stamped (a folder with more is stamped by them).
 MAX_FILES: Final = 10_000
+#: Catalogs whose empty pick means "none", not "the first entry" (the contract's pickers show it
+#: as None for controlnet and No character; a diffusers/generate checkpoint is optional too).
+EMPTY_IS_NONE: Final = frozenset({"controlnet", "characters", "checkpoints"})
 #: Graphs with more nodes than this are planned in a worker thread whatever they read.
 LOOP_PLAN_NODES: Final = 64
 
@@ -52,6 +56,8 @@ def model_files(registry: Any, node: Any, catalogs: Any) -> list[tuple[str, Path
         if category is None:
             continue
         name = node.params.get(param.key, param.default)
+        if category in EMPTY_IS_NONE and not name:
+            continue
         if not isinstance(name, str) or not name:
             names = catalogs.entries(category)
             rec = recommended.get(param.key)

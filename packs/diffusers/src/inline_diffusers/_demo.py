@@ -140,6 +140,12 @@ DEMO_NAME = "demo-sd"
 if __name__ == "__main__":
     import sys
 
+    from ._ldm import single_file
+
     torch.manual_seed(SEED)
-    build_sd(Path(sys.argv[1]), DEMO_NAME)
+    out = Path(sys.argv[1])
+    folder = build_sd(out, DEMO_NAME)
     print(f"built diffusers/{DEMO_NAME}", flush=True)
+    # the same weights as one ComfyUI-style checkpoint, loaded with that folder's configs
+    single_file(folder, out / "checkpoints" / f"{DEMO_NAME}.safetensors", configs=DEMO_NAME)
+    print(f"built checkpoints/{DEMO_NAME}.safetensors", flush=True)

@@ -25,16 +25,18 @@ class PipelineFolderError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Folder:
-    """A pipeline folder: its path, pipeline class, components, and model card."""
+    """A pipeline folder: its path, pipeline class, components, and model card; with
+    ``checkpoint``, a single-file checkpoint whose weights load with this folder's configs."""
 
     path: Path
     class_name: str
     components: tuple[str, ...]
     card: dict[str, Any]
+    checkpoint: Path | None = None
 
     @property
     def name(self) -> str:
-        return self.path.name
+        return self.checkpoint.name if self.checkpoint is not None else self.path.name
 
     @property
     def compile(self) -> bool:
@@ -42,9 +44,14 @@ class Folder:
         return self.card.get("compile") is True
 
     def key(self) -> tuple[Any, ...]:
-        """What identifies this folder's content cheaply (path, model_index.json's mtime)."""
+        """What identifies this folder's content cheaply (path, model_index.json's mtime, and
+        the checkpoint's path, mtime and size)."""
         st = (self.path / "model_index.json").stat()
-        return (str(self.path), st.st_mtime_ns, st.st_size)
+        key: tuple[Any, ...] = (str(self.path), st.st_mtime_ns, st.st_size)
+        if self.checkpoint is not None:
+            cp = self.checkpoint.stat()
+            key += (str(self.checkpoint), cp.st_mtime_ns, cp.st_size)
+        return key
 
 
 def folders(models_dir: Path) -> list[Path]:

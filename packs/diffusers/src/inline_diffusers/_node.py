@@ -15,6 +15,7 @@ from typing import Annotated, Any, Final
 
 from inline_sdk import Context, Image, Output, Param, Port, node
 
+from ._checkpoint import resolve_checkpoint
 from ._folder import resolve
 from ._pipeline import Loaded, Pipelines, import_diffusers, set_tiling, uncompile
 
@@ -133,7 +134,8 @@ def _callbacks(ctx: Context, pipe: Any, args: dict[str, inspect.Parameter], step
     output_kind="image",
 )
 class Generate:
-    """Text-to-image with any diffusers pipeline folder; img2img with ``image``."""
+    """Text-to-image with any diffusers pipeline folder, or a single-file checkpoint with a
+    folder's configs; img2img with ``image``."""
 
     def run(
         self,
@@ -143,6 +145,14 @@ class Generate:
         *,
         model: Annotated[
             str, Param("Model (models/diffusers/)", widget="select", options_from="diffusers")
+        ] = "",
+        checkpoint: Annotated[
+            str,
+            Param(
+                "Single-file checkpoint (models/checkpoints/; 'model' then gives its configs)",
+                widget="select",
+                options_from="checkpoints",
+            ),
         ] = "",
         negative_prompt: Annotated[str, Param("Negative prompt", widget="textarea")] = "",
         # step 8: the VAE scale factor of every diffusers family, so no size a pipeline makes is
@@ -161,7 +171,10 @@ class Generate:
     ) -> Annotated[Image, Output("image", "Image")]:
         if not prompt or not prompt.strip():
             raise ValueError("diffusers/generate needs a prompt.")
-        folder = resolve(ctx.models_dir, model)
+        if checkpoint:
+            folder = resolve_checkpoint(ctx.models_dir, checkpoint, model)
+        else:
+            folder = resolve(ctx.models_dir, model)
         ctx.phase("loading", f"Loading {folder.name}…", 0.0)
         import_diffusers()
         import torch
@@ -231,7 +244,7 @@ class Generate:
         buf = io.BytesIO()
         out.save(buf, format="PNG")
         params: dict[str, Any] = {
-            "model": folder.name,
+            "model": folder.path.name,
             "pipeline": type(pipe).__name__,
             "prompt": prompt,
             "negative_prompt": negative_prompt,
@@ -243,6 +256,8 @@ class Generate:
             "vae_tiling": tiled,
             "compile": "GRAPHED" if loaded.compiled else "eager",
         }
+        if folder.checkpoint is not None:
+            params["checkpoint"] = folder.checkpoint.name
         if image is not None:
             params["strength"] = strength if strength >= 0 else _default(args, "strength")
         return Image(buf.getvalue(), params=params)

@@ -17,6 +17,7 @@ from typing import Any, Final
 from inline_sdk import Memory, local_placement
 from inline_sdk.protocol import ComponentPlan, Placed
 
+from ._checkpoint import checkpoint_sizes, load_single_file
 from ._folder import Folder, sizes
 
 log = logging.getLogger("inline.pack.diffusers")
@@ -123,7 +124,7 @@ class Pipelines:
     def _plan(
         self, folder: Folder, memory: Memory, activation: int
     ) -> tuple[str, dict[str, str], dict[str, ComponentPlan], Placed | None]:
-        want = sizes(folder)
+        want = checkpoint_sizes(folder) if folder.checkpoint is not None else sizes(folder)
         placed = memory.place(want, activation) if want else None
         if placed is None:
             device, dtype = default_plan()
@@ -147,9 +148,12 @@ class Pipelines:
         device, dtypes, plans, placed = self._plan(folder, memory, activation)
         torch_dtype = {k: getattr(torch, v) for k, v in dtypes.items()}
         log.info("loading %s (%s) on %s, %s", folder.name, folder.class_name, device, dtypes)
-        pipe = DiffusionPipeline.from_pretrained(
-            str(folder.path), local_files_only=True, torch_dtype=torch_dtype
-        )
+        if folder.checkpoint is not None:  # one dtype: the single-file loader takes no map
+            pipe = load_single_file(folder, torch_dtype["default"])
+        else:
+            pipe = DiffusionPipeline.from_pretrained(
+                str(folder.path), local_files_only=True, torch_dtype=torch_dtype
+            )
         pipe.set_progress_bar_config(disable=True)
         self._apply(pipe, device, plans, placed)
         loaded = Loaded(
