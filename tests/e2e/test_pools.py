@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
-from inline_host import Engine, PackCrashed
+from inline_host import Engine, NodeError, PackCrashed
 from inline_host.workers import WorkerProcess
 from inline_sdk.protocol import TextValue
 
@@ -163,3 +163,27 @@ async def test_the_idle_reaper_leaves_the_replicas_a_deployment_keeps(settings, 
             while loose.alive:  # bounded: the reaper stops it once idle 0.3 s
                 await anyio.sleep(0.05)
         assert all(w.alive for w in kept) and sup.pool("testpack") == kept
+
+
+async def test_a_warm_up_loads_in_that_replica_only_and_a_failing_one_is_its_nodes_error(
+    settings,
+):
+    async with Engine.open(settings) as engine:
+        sup = engine.supervisor
+        sup.set_replicas("testpack", 2)
+        first = await sup.add_replica("testpack")
+        second = await sup.add_replica("testpack")
+
+        async def said(replica: WorkerProcess) -> str:
+            out = await replica.call("testpack/warmed", "w", {}, {}, None, 60)
+            value = out["text"].value
+            assert isinstance(value, TextValue)
+            return value.text
+
+        assert await first.warm("testpack/warmed", {"tag": "a"}, 60)
+        assert (await said(first), await said(second)) == ("warmed a", "cold")
+        with pytest.raises(NodeError, match="no model 'fail' here"):
+            await second.warm("testpack/warmed", {"tag": "fail"}, 60)
+        assert second.alive and await said(second) == "cold"
+        assert await second.warm("testpack/echo", {}, 60)  # no hook: nothing to load
+        assert not first.pending and not second.pending

@@ -76,3 +76,48 @@ async def test_a_gpu_pack_gets_no_more_replicas_than_gpus(settings, tmp_path):
         finally:
             broker.inventory = real
             store.close()
+
+
+async def test_a_deployment_is_ready_once_each_replica_holds_its_model(
+    tiny: Tiny, settings, tmp_path
+):
+    """``--wait``'s promise: every replica has loaded the deployment's model before it counts
+    as ready, so the first render loads nothing; a model that cannot load leaves the replica
+    cold and the deployment failing, said in one line."""
+    import anyio
+    from inline_host.runs import DeploymentService, RunStore
+
+    models = install_comfy_layout(tiny, settings.models_dir)
+    shutil.copy(models / "diffusion_models" / A, models / "diffusion_models" / B)
+    (models / "diffusion_models" / "broken.safetensors").write_bytes(b"\x10\x00" + b"\x00" * 30)
+    store = RunStore(tmp_path / "deployments.db")
+    async with Engine.open(settings) as engine, anyio.create_task_group() as tg:
+        sup = engine.supervisor
+        service = DeploymentService(engine, store)
+        await service.start(tg)
+
+        def diffusion(replica: Any) -> list[str]:
+            held = sup.broker.held(replica.shm_prefix)
+            return sorted(p.rsplit("/", 1)[-1] for p in held if "diffusion_models" in p)
+
+        made = await service.create({"node": "alibaba/z-image-turbo", "model": B, "replicas": 2})
+        view = await service.until_ready(made.name, 240)
+        assert view is not None and view.state == "ready", view
+        assert [r.state for r in view.replicas] == ["ready", "ready"]
+        assert [diffusion(w) for w in sup.pool("zimage")] == [[B], [B]]
+        await engine.run(render(B, 3))
+        assert [diffusion(w) for w in sup.pool("zimage")] == [[B], [B]]
+        assert await service.delete(made.name)
+
+        made = await service.create(
+            {"node": "alibaba/z-image-turbo", "model": "broken.safetensors", "replicas": 1}
+        )
+        view = await service.until_ready(made.name, 240)
+        assert view is not None
+        assert view.state.startswith("failing: replica ") and "broken.safetensors" in view.state
+        assert "\n" not in view.state
+        (replica,) = view.replicas
+        assert replica.state.startswith("cold: ")
+        assert await service.delete(made.name)
+        tg.cancel_scope.cancel()
+    store.close()

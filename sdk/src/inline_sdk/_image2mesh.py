@@ -69,6 +69,10 @@ class Image2Mesh(NodeBase):
     def compile(self, device: str) -> None:
         """Compile the loaded model for ``device`` (optional; the default does nothing)."""
 
+    def warm(self, ctx: Context) -> None:
+        """Place, load and compile before the first call (a deployment's warm-up)."""
+        self.ensure_loaded(ctx)
+
     def unload(self) -> None:
         """Free the loaded model (the broker asked to make room); the next call loads again."""
 

@@ -65,6 +65,7 @@ class NodeSpec:
     is_class: bool
     multi_output: bool
     _instance: list[Any] = field(default_factory=list, repr=False)
+    _warmer: list[Callable[..., Any]] = field(default_factory=list, repr=False)
 
     @property
     def type(self) -> str:
@@ -87,9 +88,43 @@ class NodeSpec:
         """The function to call (for a class node, the ``run`` method of its one instance)."""
         if not self.is_class:
             return self.target
+        return self._object().run
+
+    def _object(self) -> Any:
         if not self._instance:
             self._instance.append(self.target())
-        return self._instance[0].run
+        return self._instance[0]
+
+    def warmer(self, hook: Callable[..., Any]) -> Callable[..., Any]:
+        """Declare the node's warm hook (a decorator): ``hook(ctx, *, <params>)`` loads what
+        those of the node's params pick (a deployment's model, before its first call), so the
+        first call finds it loaded. It takes the Context and, keyword-only, any of the node's
+        params by name. A class node's ``warm`` method, of the same shape, is its hook."""
+        _check_warm(self.type, hook, self.param_names, skip=0)
+        self._warmer[:] = [hook]
+        return hook
+
+    @property
+    def warms(self) -> bool:
+        """Whether the node has a warm hook."""
+        if self._warmer:
+            return True
+        return self.is_class and callable(getattr(self.target, "warm", None))
+
+    def warm(self, ctx: Any, params: msgspec.Struct) -> None:
+        """Run the node's warm hook with the params it names (nothing without one)."""
+        if self._warmer:
+            hook = self._warmer[0]
+        elif self.warms:
+            hook = self._object().warm
+        else:
+            return
+        names = [
+            p.name
+            for p in inspect.signature(hook).parameters.values()
+            if p.kind == inspect.Parameter.KEYWORD_ONLY
+        ]
+        hook(ctx, **{name: getattr(params, name) for name in names})
 
     def invoke(self, ctx: Any, inputs: dict[str, Any], params: msgspec.Struct) -> dict[str, Any]:
         """Call the node and return its outputs keyed by port id."""
@@ -177,6 +212,30 @@ def node(
     return decorate
 
 
+def _check_warm(
+    node_type: str, hook: Callable[..., Any], param_names: tuple[str, ...], *, skip: int
+) -> None:
+    """A warm hook takes the Context, then keyword-only params of the node (by name)."""
+    where = f"node '{node_type}': warm hook"
+    if not callable(hook):
+        raise NodeDeclarationError([f"{where} must be callable"])
+    params = list(inspect.signature(hook).parameters.values())[skip:]
+    problems: list[str] = []
+    if not params or params[0].kind not in (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+    ):
+        problems.append(f"{where}: the first parameter must be the Context")
+    for p in params[1:]:
+        if p.kind != inspect.Parameter.KEYWORD_ONLY:
+            problems.append(f"{where}: '{p.name}' must be keyword-only (a param of the node)")
+        elif p.name not in param_names:
+            known = ", ".join(param_names) or "none"
+            problems.append(f"{where}: '{p.name}' is not a param of the node (its params: {known})")
+    if problems:
+        raise NodeDeclarationError(problems)
+
+
 def build_spec(
     target: Callable[..., Any] | type,
     *,
@@ -238,6 +297,9 @@ def build_spec(
     outputs, multi = declare_outputs(where, hints.get("return", None), problems)
     if problems:
         raise NodeDeclarationError(problems)
+    warm = getattr(target, "warm", None) if is_class else None
+    if warm is not None:
+        _check_warm(type, warm, tuple(names), skip=1)
 
     params_type = msgspec.defstruct(
         "Params", fields, kw_only=True, forbid_unknown_fields=False, frozen=True

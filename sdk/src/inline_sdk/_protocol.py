@@ -36,6 +36,9 @@ CAP_BROKER: Final = "broker"
 CAP_CHUNKS: Final = "chunks"
 #: The worker may report runtime figures (``Stats``: batches formed, parallel split, compile).
 CAP_STATS: Final = "stats"
+#: The host may send a ``Call`` with ``warm`` set (SDK 1.7): load what its params pick, run
+#: nothing, answer ``Done`` with no outputs.
+CAP_WARM: Final = "warm"
 #: Largest payload of one ``BulkChunk`` (frames stay far below the 16 MiB frame limit).
 CHUNK_SIZE: Final = 4 * 1024 * 1024
 
@@ -164,12 +167,15 @@ class Call(_Msg, frozen=True, tag="call"):
     #: The secrets the node's params name (``api_key_secret``...), by name, for this call only
     #: (SDK 1.4; absent from older hosts). Never logged, never echoed back.
     secrets: dict[str, str] = {}
+    #: Warm the node instead of running it (SDK 1.7, capability ``warm``): its warm hook loads
+    #: what ``params`` pick (a deployment's model, before its first call); no inputs, no outputs.
+    warm: bool = False
 
     def __repr__(self) -> str:
         # a call may carry secrets: its repr (logs, tracebacks) names them, never their values
         return (
             f"Call(id={self.id}, node={self.node!r}, node_id={self.node_id!r}, "
-            f"secrets={sorted(self.secrets)})"
+            f"secrets={sorted(self.secrets)}{', warm=True' if self.warm else ''})"
         )
 
 

@@ -2,5 +2,5 @@
 
 from typing import Final
 
-SDK_VERSION: Final = "1.6.0"
+SDK_VERSION: Final = "1.7.0"
 SDK_MAJOR: Final = int(SDK_VERSION.split(".", 1)[0])

@@ -43,6 +43,7 @@ from ._protocol import (
     CAP_SHARED_MEMORY,
     CAP_STATS,
     CAP_STREAM,
+    CAP_WARM,
     CHUNK_SIZE,
     PROTOCOL,
     BulkChunk,
@@ -78,7 +79,9 @@ from ._version import SDK_VERSION
 
 PREVIEW_LIMIT = 4 * 1024 * 1024
 #: What this SDK's worker understands.
-WORKER_CAPABILITIES = (CAP_STREAM, CAP_SHARED_MEMORY, CAP_BROKER, CAP_CHUNKS, CAP_STATS)
+WORKER_CAPABILITIES = (
+    CAP_STREAM, CAP_SHARED_MEMORY, CAP_BROKER, CAP_CHUNKS, CAP_STATS, CAP_WARM
+)  # fmt: skip
 SECRET_ENV = "INLINE_WORKER_SECRET"
 log = logging.getLogger("inline.worker")
 
@@ -231,18 +234,21 @@ class Worker:
             if spec is None:
                 raise LookupError(f"this pack has no node '{msg.node}'")
             params = spec.decode_params(msg.params)
-            inputs = {
-                b.port.id: self.take_inputs(msg.inputs.get(b.port.id, []), b.is_list)
-                for b in spec.inputs
-            }
-            ctx = self.context(msg, spec, cancel)
-            outputs = spec.invoke(ctx, inputs, params)
-            ports = self._ports[spec.type]
-            wire = {
-                pid: self.export(value, ports[pid].kind, portable=ports[pid].portable)
-                for pid, value in outputs.items()
-            }
-            reply: object = Done(id=msg.id, outputs=wire)
+            if msg.warm:  # load what the params pick, run nothing
+                spec.warm(self.context(msg, spec, cancel), params)
+                reply: object = Done(id=msg.id, outputs={})
+            else:
+                inputs = {
+                    b.port.id: self.take_inputs(msg.inputs.get(b.port.id, []), b.is_list)
+                    for b in spec.inputs
+                }
+                outputs = spec.invoke(self.context(msg, spec, cancel), inputs, params)
+                ports = self._ports[spec.type]
+                wire = {
+                    pid: self.export(value, ports[pid].kind, portable=ports[pid].portable)
+                    for pid, value in outputs.items()
+                }
+                reply = Done(id=msg.id, outputs=wire)
         except Cancelled:
             reply = CallCancelled(id=msg.id)
         except BaseException as exc:  # node code may raise anything; it crosses as data

@@ -99,6 +99,11 @@ class Live:
         self.decisions: deque[Decision] = deque(maxlen=KEPT_DECISIONS)
         self.failure: str | None = None
         self.starting = 0
+        #: Replicas (by generation) loading the deployment's model, warm, or that failed to
+        #: (with the reason): a replica is ready once warm.
+        self.warming: set[int] = set()
+        self.warmed: set[int] = set()
+        self.cold: dict[int, str] = {}
         #: Replicas Serve ran when last looked (deployments on Ray only).
         self.served_count: int | None = None
 

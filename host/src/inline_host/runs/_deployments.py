@@ -26,7 +26,7 @@ import anyio.abc
 import msgspec
 from inline_core import Estimate, HeaderError, activation_bytes, estimate_paths, place
 
-from ..workers import model_files
+from ..workers import WorkerProcess, model_files
 from ._deployment_views import (
     Autoscaling,
     Decision,
@@ -38,7 +38,7 @@ from ._deployment_views import (
     ReplicaView,
     span,
 )
-from ._deployments_serve import look, serve_one, served_view
+from ._deployments_serve import look, serve_one, served_view, warm_params
 from ._engine import Engine
 from ._store import RunStore, now_ms
 
@@ -164,8 +164,8 @@ class DeploymentService:
                 pid=w.pid,
                 generation=w.generation,
                 where=_where(w.describe()),
-                state="busy" if w.pending else "ready",
-                calls_in_flight=len(w.pending),
+                state=_state(live, w.generation, busy=bool(w.pending)),
+                calls_in_flight=len(w.pending) - (w.generation in live.warming),
                 sandboxed=w.sandboxed,
             )
             for w in pool
@@ -175,7 +175,7 @@ class DeploymentService:
         ] * live.starting
         ongoing = self.engine.executor.ongoing(spec.pack)
         running = sum(len(w.pending) for w in pool)
-        ready = sum(1 for r in replicas if r.state != "starting")
+        ready = sum(1 for r in replicas if r.state in ("ready", "busy"))
         if live.failure is not None and ready < live.target:
             state = f"failing: {live.failure}"
         elif live.target == 0:
@@ -193,7 +193,8 @@ class DeploymentService:
         )  # fmt: skip
 
     async def until_ready(self, name: str, timeout: float) -> DeploymentView | None:
-        """The view once every replica of ``name`` is up (bounded by ``timeout``)."""
+        """The view once every replica of ``name`` is up and warm (its model loaded), bounded
+        by ``timeout``."""
         with anyio.move_on_after(timeout):
             while True:
                 view = self.view(name)
@@ -421,15 +422,56 @@ class DeploymentService:
 
     async def _start_one(self, live: Live) -> None:
         try:
-            await self.engine.supervisor.add_replica(live.spec.pack)
+            proc = await self.engine.supervisor.add_replica(live.spec.pack)
             live.failure = None
+            if proc.generation not in live.warmed:
+                live.warming.add(proc.generation)  # (before it stops counting as starting)
         except Exception as exc:  # the pack cannot start: said in the view, tried again later
             if live.failure is None:
                 log.warning("deployment %s: a replica failed to start: %s", live.spec.name, exc)
-            live.failure = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            live.failure = _first_line(exc)
             await anyio.sleep(1.0)  # not a hot loop of failing starts
+            return
         finally:
             live.starting -= 1
+        if proc.generation in live.warming:
+            await self._warm(live, proc)
+
+    async def _warm(self, live: Live, proc: WorkerProcess) -> None:
+        """Load the deployment's model in the new replica ``proc`` (its node's warm hook), so
+        that its first call finds it loaded; a replica that cannot is said in the view."""
+        spec, gen = live.spec, proc.generation
+        started = time.monotonic()
+        try:
+            params = warm_params(self.engine, spec)
+            hooked = await proc.warm(spec.node, params, self.engine.settings.call_timeout)
+        except Exception as exc:  # the model cannot load: the replica serves on, cold
+            reason = _first_line(exc)
+            live.cold[gen] = reason
+            live.failure = f"replica {gen} could not load {spec.model or spec.node}: {reason}"
+            log.warning("deployment %s: %s", spec.name, live.failure)
+        else:
+            live.warmed.add(gen)
+            if hooked:
+                log.info(
+                    "deployment %s: replica %d warm (%s, %.1f s)",
+                    spec.name, gen, spec.model or spec.node, time.monotonic() - started,
+                )  # fmt: skip
+        finally:
+            live.warming.discard(gen)
+
+
+def _state(live: Live, generation: int, *, busy: bool) -> str:
+    """A local replica's state: warming (loading the model), cold (could not), busy, ready."""
+    if generation in live.warming:
+        return "warming"
+    if generation in live.cold:
+        return f"cold: {live.cold[generation]}"
+    return "busy" if busy else "ready"
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _where(described: dict[str, Any]) -> str:

@@ -9,15 +9,36 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Any
 
 import anyio
 import msgspec
 
-from ._deployment_views import Decision, DeploymentView, Live, ReplicaView, span
+from ._deployment_views import (
+    Decision,
+    DeploymentError,
+    DeploymentSpec,
+    DeploymentView,
+    Live,
+    ReplicaView,
+    span,
+)
 from ._engine import Engine
 from ._store import now_ms
 
 log = logging.getLogger("inline.deployments")
+
+
+def warm_params(engine: Engine, spec: DeploymentSpec) -> dict[str, Any]:
+    """The node's params that pick the deployment's model, which each new replica loads
+    before it counts as ready (none without a model)."""
+    if spec.model is None:
+        return {}
+    descriptor = engine.descriptor(spec.node)
+    for p in descriptor.params if descriptor is not None else ():
+        if p.options_from and any(o.value == spec.model for o in p.options):
+            return {p.key: spec.model}
+    raise DeploymentError(f"node {spec.node} offers no model '{spec.model}' now")
 
 
 async def serve_one(engine: Engine, live: Live, current: Callable[[], bool]) -> None:
@@ -31,6 +52,7 @@ async def serve_one(engine: Engine, live: Live, current: Callable[[], bool]) -> 
             await sup.deploy_served(
                 spec.name, spec.pack, node=spec.node, low=spec.min, high=spec.max,
                 scaling=scaling, model=spec.model, per_node=spec.max_per_node,
+                warm=warm_params(engine, spec),
             )  # fmt: skip
         except Exception as exc:
             if live.failure is None:

@@ -32,6 +32,7 @@ from inline_sdk.protocol import (
     CAP_SHARED_MEMORY,
     CAP_STATS,
     CAP_STREAM,
+    CAP_WARM,
     BulkChunk,
     Call,
     CallCancelled,
@@ -85,7 +86,7 @@ STDERR_LINES = 40
 #: The secrets a call gets: (its params, its node type, its pack) -> name -> value.
 SecretsReader = Callable[[Mapping[str, Any], str, str], dict[str, str]]
 #: What this host understands; ``shared-memory`` only where the launcher provides it.
-HOST_CAPABILITIES = (CAP_STREAM, CAP_BROKER, CAP_CHUNKS, CAP_STATS)
+HOST_CAPABILITIES = (CAP_STREAM, CAP_BROKER, CAP_CHUNKS, CAP_STATS, CAP_WARM)
 
 
 class WorkerProcess:
@@ -143,6 +144,15 @@ class WorkerProcess:
     def sandboxed(self) -> bool:
         """Whether its worker runs in a sandbox."""
         return self._worker is not None and self._worker.sandboxed
+
+    async def warm(self, node_type: str, params: dict[str, Any], timeout: float) -> bool:
+        """Run ``node_type``'s warm hook with ``params`` (load what they pick, run nothing);
+        False, doing nothing, for a worker whose SDK has no warm hooks (before 1.7). Raises
+        as ``call`` does (a NodeError for a model that cannot load)."""
+        if CAP_WARM not in self.capabilities:
+            return False
+        await self.call(node_type, "warm", params, {}, None, timeout, warm=True)
+        return True
 
     def _sees(self, hv: HostValue) -> bool:
         """Whether the worker reads ``hv``'s shared memory where it lies: any segment when it
@@ -392,9 +402,12 @@ class WorkerProcess:
         inputs: dict[str, list[HostValue]],
         on_event: EventCallback | None,
         timeout: float,
+        *,
+        warm: bool = False,
     ) -> dict[str, HostValue]:
-        """Run one node here; raises NodeError, PackCrashed, CallTimedOut, HandlesGone (input
-        handles another worker made: never sent) or cancellation."""
+        """Run one node here (with ``warm``, its warm hook: see ``warms``); raises NodeError,
+        PackCrashed, CallTimedOut, HandlesGone (input handles another worker made: never sent)
+        or cancellation."""
         foreign = foreign_handles(inputs, self.pack, self.generation)
         if foreign:
             raise HandlesGone(self.pack, self.generation, foreign)
@@ -424,6 +437,7 @@ class WorkerProcess:
                     secrets=self._secrets(params, node_type, self.pack)
                     if self._secrets is not None
                     else {},
+                    warm=warm,
                 )
             )
             self._watchdog.arm(box, timeout)

@@ -142,6 +142,7 @@ class ServeDeployments:
         concurrency: int,
         model: str | None,
         per_node: int | None = None,
+        warm: dict[str, Any] | None = None,
     ) -> ServedPack:
         """Run (or update) the Serve application of ``pack``; returns once Serve placed it
         (its replicas started) or failed to."""
@@ -165,6 +166,9 @@ class ServeDeployments:
             "max_output_bytes": self.settings.max_output_bytes,
             "profile": self.settings.profile,
             "start_timeout": self.settings.start_timeout,
+            # what each replica loads before it counts as started (the deployment's model)
+            "warm": warm,
+            "warm_timeout": self.settings.call_timeout,
         }
         packs_dir = str(self.settings.ray_packs_dir or self.settings.packs_dir)
         options = _options(demand, low, high, scaling, concurrency)

@@ -142,6 +142,9 @@ class PackReplica:
         started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._runner = asyncio.create_task(self._run(str(python), started))
         await started  # raises what the start raised: Serve retries the replica
+        warm = knobs.get("warm")
+        if warm:  # the deployment's model, loaded before Serve counts the replica started
+            await self.proc.warm(warm["node"], warm["params"], float(knobs["warm_timeout"]))
 
     async def _run(self, python: str, started: asyncio.Future[None]) -> None:
         try:

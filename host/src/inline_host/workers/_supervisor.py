@@ -373,10 +373,12 @@ class Supervisor:
         scaling: dict[str, float],
         model: str | None,
         per_node: int | None = None,
+        warm: dict[str, Any] | None = None,
     ) -> ServedPack:
         """Deploy ``pack`` on Ray Serve as ``name`` (``low``..``high`` replicas); its calls go
         there from now on; a replica takes as many calls at once as ``node`` does (its
-        concurrency). Returns once Serve runs it; ``PackStartFailed`` if it cannot."""
+        concurrency) and, with ``warm`` (params of ``node``), runs its warm hook before it
+        counts as started. Returns once Serve runs it; ``PackStartFailed`` if it cannot."""
         info = self.registry.packs.get(pack)
         if info is None:
             raise PackStartFailed(pack, "no such pack is registered")
@@ -389,6 +391,7 @@ class Supervisor:
         return await self._serving().deploy(
             name, pack, python, low=low, high=high, scaling=scaling,
             concurrency=concurrency, model=model, per_node=per_node,
+            warm=None if warm is None else {"node": node, "params": warm},
         )  # fmt: skip
 
     async def undeploy_served(self, pack: str) -> None:

@@ -16,7 +16,7 @@ from typing import Annotated, Any, Final
 from inline_sdk import Context, Image, Output, Param, Port, node
 
 from ._checkpoint import resolve_checkpoint
-from ._folder import resolve
+from ._folder import Folder, resolve
 from ._pipeline import Loaded, Pipelines, import_diffusers, set_tiling, uncompile
 
 SEED_LIMIT: Final = 2**32
@@ -137,6 +137,19 @@ class Generate:
     """Text-to-image with any diffusers pipeline folder, or a single-file checkpoint with a
     folder's configs; img2img with ``image``."""
 
+    def warm(
+        self,
+        ctx: Context,
+        *,
+        model: str,
+        checkpoint: str,
+        width: int,
+        height: int,
+        guidance: float,
+    ) -> None:
+        """Load the pipeline the picks name (a deployment's warm-up)."""
+        _load(ctx, model, checkpoint, width, height, guidance)
+
     def run(
         self,
         ctx: Context,
@@ -171,18 +184,9 @@ class Generate:
     ) -> Annotated[Image, Output("image", "Image")]:
         if not prompt or not prompt.strip():
             raise ValueError("diffusers/generate needs a prompt.")
-        if checkpoint:
-            folder = resolve_checkpoint(ctx.models_dir, checkpoint, model)
-        else:
-            folder = resolve(ctx.models_dir, model)
-        ctx.phase("loading", f"Loading {folder.name}…", 0.0)
-        import_diffusers()
+        folder, loaded = _load(ctx, model, checkpoint, width, height, guidance)
         import torch
-        from inline_primitives._runtime import activation_bytes
 
-        guess_w, guess_h = width or 1024, height or 1024
-        activation = activation_bytes(guess_w, guess_h, cfg=guidance != 0)
-        loaded = PIPELINES.get(folder, ctx.memory, activation)
         pipe = loaded.pipe if image is None else PIPELINES.img2img(loaded)
         ctx.check_cancelled()
         args = call_arguments(pipe)
@@ -302,3 +306,20 @@ class Generate:
             uncompile(loaded)
             with torch.inference_mode():
                 return pipe(**kwargs).images[0]
+
+
+def _load(
+    ctx: Context, model: str, checkpoint: str, width: int, height: int, guidance: float
+) -> tuple[Folder, Loaded]:
+    """The folder (or checkpoint) picked and its pipeline, loaded and placed (kept loaded)."""
+    if checkpoint:
+        folder = resolve_checkpoint(ctx.models_dir, checkpoint, model)
+    else:
+        folder = resolve(ctx.models_dir, model)
+    ctx.phase("loading", f"Loading {folder.name}…", 0.0)
+    import_diffusers()
+    from inline_primitives._runtime import activation_bytes
+
+    guess_w, guess_h = width or 1024, height or 1024
+    activation = activation_bytes(guess_w, guess_h, cfg=guidance != 0)
+    return folder, PIPELINES.get(folder, ctx.memory, activation)

@@ -99,6 +99,11 @@ class Complete(
     #: Whether its calls are the choices of one request, decoded in one batch (``CompleteN``).
     batches = False
 
+    def warm(self, ctx: Context, *, model: str) -> None:
+        """Load the model the pick names (a deployment's warm-up)."""
+        ctx.phase("loading", "Loading model…")
+        load(ctx.memory, find_model(ctx.models_dir, model, "causal"), "causal")
+
     def complete(
         self,
         ctx: Context,

@@ -15,6 +15,11 @@ from ._load import find_model, load
 class Rewrite:
     """Rewrites ``text`` with a seq2seq model (summarize, translate, paraphrase...)."""
 
+    def warm(self, ctx: Context, *, model: str) -> None:
+        """Load the model the pick names (a deployment's warm-up)."""
+        ctx.phase("loading", "Loading model…")
+        load(ctx.memory, find_model(ctx.models_dir, model, "seq2seq"), "seq2seq")
+
     def run(
         self,
         ctx: Context,

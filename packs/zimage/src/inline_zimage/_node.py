@@ -86,35 +86,15 @@ class ZImageTurbo:
         ] = "",
         vae: Annotated[str, Param("VAE", widget="select", options_from="vae", advanced=True)] = "",
     ) -> Annotated[Image, Output("image", "Image")]:
-        from inline_primitives import check_conditioning, inspect_model, lora_weights, run_sampler
-        from inline_primitives.runtime import (
-            activation_bytes,
-            encode,
-            encode_png,
-            encode_prompts,
-            get_models,
-            latent_size,
-        )
+        from inline_primitives import check_conditioning, lora_weights, run_sampler
+        from inline_primitives.runtime import encode, encode_png, encode_prompts, latent_size
 
         if not prompt or not prompt.strip():
             raise ValueError("Z-Image needs a prompt.")
-        ctx.phase("loading", "Loading model…", 0.0)
-        found = {
-            "diffusion": resolve(ctx.models_dir, "diffusion", model_in, model),
-            "vae": resolve(ctx.models_dir, "vae", vae_in, vae),
-            "text_encoder": resolve(ctx.models_dir, "text_encoder", text_encoder_in, text_encoder),
-        }
-        missing = [r for r in found.values() if r.path is None]
-        te_path = found["text_encoder"].path
-        if te_path is not None:
-            tokenizer = resolve_tokenizer(te_path)
-            if tokenizer.path is None:
-                missing.append(tokenizer)
-        if missing:
-            raise ModelsMissing(missing)
-        refs = {kind: inspect_model(r.path, kind) for kind, r in found.items() if r.path}
-        # one ask for the three: the host's policy places the render as a whole
-        loaded = get_models(refs, ctx, activation=activation_bytes(width, height, cfg=guidance > 0))
+        refs, loaded = _load(
+            ctx, (model_in, model), (vae_in, vae), (text_encoder_in, text_encoder),
+            width=width, height=height, guidance=guidance,
+        )  # fmt: skip
         transformer, autoencoder, te = loaded["diffusion"], loaded["vae"], loaded["text_encoder"]
         weights = lora_weights(transformer, refs["diffusion"].file, lora)  # applied per batch
         ctx.check_cancelled()
@@ -166,3 +146,53 @@ class ZImageTurbo:
         if weights.key:
             params["loras"] = [{"file": f, "strength": s} for f, s in weights.key]
         return Image(encode_png(pixels[0]), params=params)
+
+    def warm(
+        self,
+        ctx: Context,
+        *,
+        model: str,
+        text_encoder: str,
+        vae: str,
+        width: int,
+        height: int,
+        guidance: float,
+    ) -> None:
+        """Load the three components the picks name (a deployment's warm-up), placed for a
+        render of ``width`` x ``height``."""
+        _load(ctx, (None, model), (None, vae), (None, text_encoder),
+              width=width, height=height, guidance=guidance)  # fmt: skip
+
+
+def _load(
+    ctx: Context,
+    model: tuple[Any, str],
+    vae: tuple[Any, str],
+    text_encoder: tuple[Any, str],
+    *,
+    width: int,
+    height: int,
+    guidance: float,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The components (each a loader's output or a file pick), resolved, checked and loaded
+    with one ask to the broker (the host's policy places the render as a whole)."""
+    from inline_primitives import inspect_model
+    from inline_primitives.runtime import activation_bytes, get_models
+
+    ctx.phase("loading", "Loading model…", 0.0)
+    found = {
+        "diffusion": resolve(ctx.models_dir, "diffusion", *model),
+        "vae": resolve(ctx.models_dir, "vae", *vae),
+        "text_encoder": resolve(ctx.models_dir, "text_encoder", *text_encoder),
+    }
+    missing = [r for r in found.values() if r.path is None]
+    te_path = found["text_encoder"].path
+    if te_path is not None:
+        tokenizer = resolve_tokenizer(te_path)
+        if tokenizer.path is None:
+            missing.append(tokenizer)
+    if missing:
+        raise ModelsMissing(missing)
+    refs = {kind: inspect_model(r.path, kind) for kind, r in found.items() if r.path}
+    loaded = get_models(refs, ctx, activation=activation_bytes(width, height, cfg=guidance > 0))
+    return refs, loaded

@@ -190,6 +190,25 @@ def pair(ctx: Context, *, text: Annotated[str, Param("Text")] = "x") -> Pair:
     return Pair(text.upper(), text[::-1])
 
 
+@node("testpack/warmed", title="Warmed", category="Test", output_kind="text")
+class Warmed:
+    """Says what its warm hook loaded (``tag``), or ``cold`` when none ran in this worker; a
+    ``tag`` of ``fail`` fails the warm-up as a model that cannot load does."""
+
+    def __init__(self) -> None:
+        self.loaded: list[str] = []
+
+    def warm(self, ctx: Context, *, tag: str) -> None:
+        if tag == "fail":
+            raise FileNotFoundError(f"no model '{tag}' here")
+        self.loaded.append(tag)
+
+    def run(
+        self, ctx: Context, *, tag: Annotated[str, Param("Tag")] = "t"
+    ) -> Annotated[str, Output("text", "Text")]:
+        return "warmed " + ",".join(self.loaded) if self.loaded else "cold"
+
+
 @node("testpack/use-model", title="Use model", category="Test")
 def use_model(
     ctx: Context, model: Annotated[Any, Port("Model", kind="model")]
@@ -306,6 +325,7 @@ def inline_nodes() -> list[NodeSpec]:
         stream,
         sleep,
         pair,
+        Warmed,
     ]
 
 
