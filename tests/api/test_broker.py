@@ -148,3 +148,30 @@ async def test_one_ask_for_a_whole_render_gets_one_plan_that_fits_all_of_it_at_o
         ("q", "bf16", "int8", "resident"),
         ("ae", "bf16", "none", "resident"),
     }
+
+
+async def test_replicas_pinned_to_two_gpus_are_each_planned_on_their_own_gpu():
+    """A model held on GPU 0 leaves GPU 1's room whole: the replica pinned there loads beside
+    it without evicting; a worker that sees every GPU loads on the first, so it must make
+    room there."""
+    gpus = tuple(Gpu(index=i, name=f"g{i}", total_bytes=24 * GB, free_bytes=24 * GB)
+                 for i in range(2))  # fmt: skip
+    broker = Broker(Inventory(64 * GB, 60 * GB, gpus), "gpu-max", Budget())
+    params = 10 * GB  # 20 GB of bf16 weights: beside the 18 GB held, never on one 24 GB GPU
+    held = HeldModel(slot="diffusion", name="/m/a", bytes=18 * GB,
+                     plan=plan("/m/a", 18 * GB, "cuda"), last_used=1.0)  # fmt: skip
+    first = FakeWorker(broker, "first", [held])
+    broker._workers["first"].gpu = 0  # (FakeWorker attaches unpinned)
+    broker.attach("second", "zimage", 2, None, gpu=1)
+    answer = await broker.place("second", ask("/m/b", params))
+    assert answer.fits and answer.components[0].offload == "resident"
+    assert first.evicted == []  # GPU 1 is its own budget
+    assert broker.used("cuda", gpu=0) == 18 * GB and broker.used("cuda", gpu=1) == 0
+    assert broker.capacity("cuda", 1) == 24 * GB
+    assert {w["pack"]: w.get("gpu") for w in broker.snapshot()["workers"]} == {
+        "first": 0,
+        "zimage": 1,
+    }
+    broker.attach("anywhere", "zimage", 3, None)  # sees both: it loads on GPU 0, where A is
+    answer = await broker.place("anywhere", ask("/m/c", params))
+    assert answer.fits and first.evicted == ["diffusion"]

@@ -121,3 +121,49 @@ async def test_a_deployment_is_ready_once_each_replica_holds_its_model(
         assert await service.delete(made.name)
         tg.cancel_scope.cancel()
     store.close()
+
+
+async def test_each_replica_of_a_gpu_pack_sees_a_gpu_of_its_own(settings):
+    """On a machine of two GPUs (this one has none: the broker is given their inventory), two
+    replicas of Z-Image are pinned one to each: the worker sees only its GPU, the broker plans
+    that GPU alone for it, and a replica that leaves frees its GPU for the next."""
+    from pathlib import Path
+
+    from inline_core import Gpu, Inventory
+
+    def environ(pid: int | None) -> dict[str, str]:
+        raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        return dict(e.decode().split("=", 1) for e in raw if b"=" in e)
+
+    async with Engine.open(settings) as engine:
+        sup = engine.supervisor
+        broker = sup.broker
+        real = broker.inventory
+        gpus = tuple(Gpu(index=i, name=f"gpu{i}", total_bytes=24 << 30, free_bytes=24 << 30)
+                     for i in range(2))  # fmt: skip
+        broker.inventory = Inventory(real.ram_total_bytes, real.ram_free_bytes, gpus)
+        profile, broker.profile = broker.profile, "gpu-max"  # (no call runs: nothing loads)
+        try:
+            sup.set_replicas("zimage", 2)
+            first = await sup.add_replica("zimage")
+            second = await sup.add_replica("zimage")
+            assert (first.gpu, second.gpu) == (0, 1)
+            for replica in (first, second):
+                env = environ(replica.pid)
+                assert env["CUDA_VISIBLE_DEVICES"] == str(replica.gpu)
+                assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+                assert broker.gpu_of(replica.shm_prefix) == replica.gpu
+                assert replica.describe()["gpu"] == replica.gpu
+            shown = {w["pid"]: w.get("gpu") for w in broker.snapshot()["workers"]}
+            assert shown == {first.pid: 0, second.pid: 1}
+            sup.set_replicas("zimage", 1)  # the second leaves ...
+            sup.set_replicas("zimage", 2)
+            third = await sup.add_replica("zimage")  # ... and the next takes the GPU it freed
+            assert third is not second and third.gpu == 1
+        finally:
+            broker.inventory, broker.profile = real, profile
+        # one replica sees every GPU, as a single worker always has
+        sup.set_replicas("zimage", 1)
+        sup.retire_all("zimage")
+        alone = await sup.worker("zimage")
+        assert alone.gpu is None and "CUDA_VISIBLE_DEVICES" not in environ(alone.pid)

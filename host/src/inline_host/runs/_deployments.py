@@ -475,7 +475,9 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _where(described: dict[str, Any]) -> str:
-    return str(described.get("node") or described.get("launcher") or "local")
+    where = str(described.get("node") or described.get("launcher") or "local")
+    gpu = described.get("gpu")
+    return where if gpu is None else f"{where}, GPU {gpu}"
 
 
 def _default_name(node: str) -> str:

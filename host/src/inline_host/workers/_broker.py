@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
 import anyio
@@ -35,6 +35,8 @@ class WorkerLedger:
 
     pack: str
     pid: int | None
+    #: The one GPU the worker sees (a pool's replica pinned to it), None for all of them.
+    gpu: int | None = None
     models: list[HeldModel] = field(default_factory=list)
     changed: anyio.Event = field(default_factory=anyio.Event)
 
@@ -74,20 +76,32 @@ class Broker:
         self._lock = anyio.Lock()
 
     # capacity -----------------------------------------------------------------------------
-    def capacity(self, device: str) -> int:
-        """Bytes of weights the broker lets workers keep on ``device`` (``cuda`` or ``cpu``)."""
+    def capacity(self, device: str, gpu: int | None = None) -> int:
+        """Bytes of weights the broker lets workers keep on ``device`` (``cuda`` or ``cpu``):
+        on GPU ``gpu`` (by index) where given, else on the smallest."""
         if device.startswith("cuda") and self.inventory.gpus:
-            gpu = min(self.inventory.gpus, key=lambda g: g.total_bytes)
-            return self.budget.vram_bytes if self.budget.vram_bytes is not None else gpu.total_bytes
+            gpus = self._gpus(gpu)
+            total = min(g.total_bytes for g in gpus)
+            return self.budget.vram_bytes if self.budget.vram_bytes is not None else total
         if self.budget.ram_bytes is not None:
             return self.budget.ram_bytes
         return int(self.inventory.ram_total_bytes * RAM_SHARE)
 
-    def used(self, device: str, *, skip: str | None = None, slots: set[str] | None = None) -> int:
-        """Bytes held on ``device``, leaving out worker ``skip``'s ``slots`` (about to be
-        replaced: a slot frees what it held before it loads)."""
+    def used(
+        self,
+        device: str,
+        *,
+        skip: str | None = None,
+        slots: set[str] | None = None,
+        gpu: int | None = None,
+    ) -> int:
+        """Bytes held on ``device`` (with ``gpu``, on that GPU only: each replica of a pool
+        pinned to its own is planned on its own), leaving out worker ``skip``'s ``slots``
+        (about to be replaced: a slot frees what it held before it loads)."""
         total = 0
         for key, ledger in self._workers.items():
+            if not self._shares(ledger, device, gpu):
+                continue
             for m in ledger.models:
                 if key == skip and slots is not None and m.slot in slots:
                     continue
@@ -95,10 +109,37 @@ class Broker:
                     total += m.bytes
         return total
 
+    def gpu_of(self, key: str) -> int | None:
+        """The GPU worker ``key`` is pinned to (None: it sees every GPU)."""
+        ledger = self._workers.get(key)
+        return None if ledger is None else ledger.gpu
+
+    def _gpus(self, gpu: int | None) -> tuple[Any, ...]:
+        pinned = tuple(g for g in self.inventory.gpus if g.index == gpu)
+        return pinned if gpu is not None and pinned else self.inventory.gpus
+
+    def _inventory_for(self, key: str) -> Inventory:
+        """What worker ``key`` can use: the machine, with only its GPU where it is pinned."""
+        gpu = self.gpu_of(key)
+        if gpu is None:
+            return self.inventory
+        return replace(self.inventory, gpus=self._gpus(gpu))
+
+    @staticmethod
+    def _shares(ledger: WorkerLedger, device: str, gpu: int | None) -> bool:
+        """Whether ``ledger``'s models on ``device`` count against GPU ``gpu``'s room (a worker
+        that sees every GPU loads on the first one)."""
+        if gpu is None or not device.startswith("cuda"):
+            return True
+        return (ledger.gpu if ledger.gpu is not None else 0) == gpu
+
     # the protocol -------------------------------------------------------------------------
-    def attach(self, key: str, pack: str, pid: int | None, evict: EvictFn | None) -> None:
-        """A worker started (``evict`` is None for workers too old to evict on request)."""
-        self._workers[key] = WorkerLedger(pack, pid)
+    def attach(
+        self, key: str, pack: str, pid: int | None, evict: EvictFn | None, gpu: int | None = None
+    ) -> None:
+        """A worker started (``evict`` is None for workers too old to evict on request;
+        ``gpu``: the one GPU it sees, where its pool pinned it)."""
+        self._workers[key] = WorkerLedger(pack, pid, gpu)
         if evict is not None:
             self._evictors[key] = evict
 
@@ -136,23 +177,26 @@ class Broker:
             ),
             activation_bytes=ask.activation_bytes,
         )
-        alone = place(self.inventory, estimate, self.profile, self.budget)
+        inventory, gpu = self._inventory_for(key), self.gpu_of(key)
+        alone = place(inventory, estimate, self.profile, self.budget)
         if not alone.fits:
             return _answer(ask, alone)
         device = alone.device
+
+        def room() -> int:
+            return self.capacity(device, gpu) - self.used(device, slots=slots, skip=key, gpu=gpu)
+
         need = _resident(alone)
-        room = self.capacity(device) - self.used(device, slots=slots, skip=key)
-        if need > room:
-            await self._make_room(key, device, need - room)
-            room = self.capacity(device) - self.used(device, slots=slots, skip=key)
+        if need > room():
+            await self._make_room(key, device, need - room(), gpu)
         chosen = alone
-        if need > room:  # what others keep could not be evicted: fit into what is left
-            chosen = place(self.inventory, estimate, self.profile, self._shrunk(device, room))
+        if need > (left := room()):  # what others keep could not be evicted: fit into the rest
+            chosen = place(inventory, estimate, self.profile, self._shrunk(device, left))
         if chosen.fits:
             for c in chosen.components:
                 self._plans[(key, c.name)] = {"reason": chosen.reason}
         return _answer(
-            ask, chosen, plan_parallel(self.parallel, self.inventory, chosen, self.parallel_device)
+            ask, chosen, plan_parallel(self.parallel, inventory, chosen, self.parallel_device)
         )
 
     def _shrunk(self, device: str, room: int) -> Budget:
@@ -160,13 +204,14 @@ class Broker:
             return Budget(vram_bytes=max(0, room) + GPU_RESERVE, ram_bytes=self.budget.ram_bytes)
         return Budget(vram_bytes=self.budget.vram_bytes, ram_bytes=max(0, room))
 
-    async def _make_room(self, key: str, device: str, short: int) -> None:
-        """Ask other workers to free their least-recently-used models on ``device``."""
+    async def _make_room(self, key: str, device: str, short: int, gpu: int | None) -> None:
+        """Ask other workers to free their least-recently-used models on ``device`` (on GPU
+        ``gpu`` only, where given)."""
         candidates = sorted(
             (
                 (m.last_used, other, m)
                 for other, ledger in self._workers.items()
-                if other != key and other in self._evictors
+                if other != key and other in self._evictors and self._shares(ledger, device, gpu)
                 for m in ledger.models
                 if _where(m.plan) == _kind(device)
             ),
@@ -199,6 +244,7 @@ class Broker:
                 {
                     "pack": ledger.pack,
                     "pid": ledger.pid,
+                    **({"gpu": ledger.gpu} if ledger.gpu is not None else {}),
                     "models": [
                         {
                             "slot": m.slot,

@@ -117,6 +117,18 @@ class WorkerLauncher(Protocol):
 
     name: str
 
-    async def launch(self, pack: str, python: Path, timeout: float) -> LaunchedWorker:
-        """Start a worker serving ``pack`` from the venv whose interpreter is ``python``."""
+    async def launch(
+        self, pack: str, python: Path, timeout: float, *, gpu: int | None = None
+    ) -> LaunchedWorker:
+        """Start a worker serving ``pack`` from the venv whose interpreter is ``python``;
+        with ``gpu`` (an NVML index), one that sees only that GPU (a launcher that places
+        workers itself, such as Ray's, leaves it to its scheduler)."""
         ...
+
+
+def gpu_env(gpu: int | None) -> dict[str, str]:
+    """The variables that show a worker only GPU ``gpu`` (by NVML's index, which is the PCI
+    bus order; CUDA's own default order is fastest first); none for every GPU."""
+    if gpu is None:
+        return {}
+    return {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": str(gpu)}

@@ -32,7 +32,7 @@ import anyio.abc
 from inline_registry import Confinement, apply_env, confined_command, worker_command, worker_env
 from inline_sdk._shm import SHM_DIR
 
-from ._launcher import LaunchedWorker, LaunchFailed, Liveness
+from ._launcher import LaunchedWorker, LaunchFailed, Liveness, gpu_env
 
 #: What a launcher asks before it starts a worker of a pack: its sandbox, or None.
 Confine = Callable[[str, Path], Confinement | None]
@@ -257,7 +257,9 @@ class LocalLauncher:
     def __init__(self, confine: Confine | None = None) -> None:
         self.confine = confine
 
-    async def launch(self, pack: str, python: Path, timeout: float) -> LaunchedWorker:
+    async def launch(
+        self, pack: str, python: Path, timeout: float, *, gpu: int | None = None
+    ) -> LaunchedWorker:
         confinement = self.confine(pack, python) if self.confine is not None else None
         shm_dir = None
         if confinement is not None:  # its /dev/shm is a folder of its own, which the host reads
@@ -266,7 +268,9 @@ class LocalLauncher:
         host_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
             command, env = _confined(
-                worker_command(python, pack, child_end.fileno()), worker_env(), confinement
+                worker_command(python, pack, child_end.fileno()),
+                worker_env(gpu_env(gpu)),
+                confinement,
             )
             proc = await _spawn(command, env, pass_fds=(child_end.fileno(),))
         except BaseException:
@@ -305,7 +309,9 @@ class TcpLauncher:
         self.host = host
         self.confine = confine
 
-    async def launch(self, pack: str, python: Path, timeout: float) -> LaunchedWorker:
+    async def launch(
+        self, pack: str, python: Path, timeout: float, *, gpu: int | None = None
+    ) -> LaunchedWorker:
         confinement = self.confine(pack, python) if self.confine is not None else None
         if confinement is not None:  # it dials the host: it keeps the network
             confinement = dataclasses.replace(confinement, network=True)
@@ -324,7 +330,8 @@ class TcpLauncher:
                 "--pack",
                 pack,
             ]
-            command, env = _confined(command, worker_env({SECRET_ENV: secret}), confinement)
+            env = worker_env({SECRET_ENV: secret, **gpu_env(gpu)})
+            command, env = _confined(command, env, confinement)
             proc = await _spawn(command, env)
             try:
                 stream = await self._accept(listener, secret, proc, timeout)

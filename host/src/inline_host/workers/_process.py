@@ -103,8 +103,11 @@ class WorkerProcess:
         bulk: HostBulk,
         broker: Broker | None = None,
         secrets: SecretsReader | None = None,
+        gpu: int | None = None,
     ) -> None:
         self.pack = pack
+        #: The one GPU it sees (NVML index) where its pool pinned it; None: every GPU.
+        self.gpu = gpu
         self._secrets = secrets
         self.generation = generation
         self.settings = settings
@@ -175,7 +178,9 @@ class WorkerProcess:
         self._tg = tg
         s = self.settings
         try:
-            worker = await self.launcher.launch(self.pack, Path(python), s.start_timeout)
+            worker = await self.launcher.launch(
+                self.pack, Path(python), s.start_timeout, gpu=self.gpu
+            )
         except (LaunchFailed, TimeoutError, OSError) as exc:
             raise PackStartFailed(self.pack, f"could not start its worker: {exc}") from None
         self._worker = worker
@@ -234,7 +239,7 @@ class WorkerProcess:
         self.capabilities = frozenset(offered) & worker_capabilities(msg)
         if self.broker is not None:
             evict = self.evict if CAP_BROKER in self.capabilities else None
-            self.broker.attach(self.shm_prefix, self.pack, self.pid, evict)
+            self.broker.attach(self.shm_prefix, self.pack, self.pid, evict, self.gpu)
         return msg
 
     def usable(self) -> bool:
@@ -255,7 +260,9 @@ class WorkerProcess:
     def describe(self) -> dict[str, Any]:
         """Where this worker runs and what it speaks (for ``/v1/health``)."""
         where = self._worker.describe() if self._worker is not None else {}
-        return {**where, "capabilities": sorted(self.capabilities), "runtime": self.runtime}
+        pinned = {"gpu": self.gpu} if self.gpu is not None else {}
+        return {**where, **pinned, "capabilities": sorted(self.capabilities),
+                "runtime": self.runtime}  # fmt: skip
 
     async def evict(self, slots: list[str]) -> None:
         """Ask the worker to free the models in ``slots`` (the broker makes room)."""

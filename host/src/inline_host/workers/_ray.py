@@ -179,8 +179,10 @@ class RayLauncher:
                 self._ray = ray
         return self._ray
 
-    async def launch(self, pack: str, python: Path, timeout: float) -> LaunchedWorker:
-        ray = await self.join()
+    async def launch(
+        self, pack: str, python: Path, timeout: float, *, gpu: int | None = None
+    ) -> LaunchedWorker:
+        ray = await self.join()  # (``gpu`` unused: Ray gives each actor its GPUs)
         try:
             recipe = await anyio.to_thread.run_sync(recipe_for, python)
         except (RegistryError, OSError) as exc:

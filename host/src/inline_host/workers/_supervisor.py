@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
-from inline_registry import MergedRegistry, RegistryError, prepare_env
+from inline_registry import MergedRegistry, PackInfo, RegistryError, prepare_env
 from inline_sdk.protocol import Progress
 
 from .._errors import PackStartFailed
@@ -187,15 +187,17 @@ class Supervisor:
             raise PackStartFailed(pack, "no such pack is registered")
         gen = self._generations.get(pack, 0) + 1
         self._generations[pack] = gen
+        launcher = self.launchers.for_pack(pack, info.sdk_version)
         proc = WorkerProcess(
             pack,
             gen,
             self.settings,
             self._exited,
-            launcher=self.launchers.for_pack(pack, info.sdk_version),
+            launcher=launcher,
             secrets=self._secrets,
             bulk=self.bulk,
             broker=self.broker,
+            gpu=self._gpu_for(pack, info) if launcher.name != "ray" else None,
         )
         python = info.env.python
         if not info.env.ready:  # registered lazily: its venv is built on its first call
@@ -212,6 +214,22 @@ class Supervisor:
         pool[:] = [w for w in pool if w.alive]  # the dead leave as a new one comes
         pool.append(proc)
         return proc
+
+    def _gpu_for(self, pack: str, info: PackInfo) -> int | None:
+        """The GPU a new replica of ``pack`` is pinned to: where the pool may run more than
+        one replica of a pack whose nodes load model files, on a machine of several GPUs, the
+        first GPU none of its live replicas has (else the one fewest have); None otherwise
+        (one replica sees every GPU, as a single worker always has)."""
+        gpus = self.broker.inventory.gpus
+        if (
+            len(gpus) < 2
+            or self.replicas(pack) < 2
+            or self.broker.profile == "cpu"
+            or not any(n.models for n in info.manifest.nodes.values())
+        ):
+            return None
+        taken = [w.gpu for w in self.pool(pack)]
+        return min((g.index for g in gpus), key=lambda i: (taken.count(i), i))
 
     def _retire_soon(self, pack: str, proc: WorkerProcess) -> None:
         """Take ``proc`` out of its pool: it finishes its calls, then stops."""
