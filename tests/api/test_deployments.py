@@ -4,6 +4,7 @@ and clear refusals of bad input."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -13,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import msgspec
 import pytest
 
 from ._helpers import body, node
@@ -267,3 +269,45 @@ def test_auto_counts_the_gpus_that_hold_the_model_whole(
     )
     service = DeploymentService(engine, None)  # type: ignore[arg-type]
     assert service._auto("zimage", model) == replicas
+
+
+def test_serve_replicas_ask_ray_for_what_the_model_card_says(tmp_path: Path):
+    """A deployed model folder's card (``requirements``, written by the import's estimate or
+    edited by its owner) decides each Serve replica's ``ray_actor_options``: its GPUs and
+    memory; a value that is not a number is left out and said."""
+    from types import SimpleNamespace
+
+    from inline_host.hub import card_requirements, write_card
+    from inline_host.runs import DeploymentService
+    from inline_host.runs._deployment_views import Autoscaling, DeploymentSpec
+    from inline_host.workers._ray_placement import Demand, with_requirements
+    from inline_host.workers._serve import _options
+
+    models = tmp_path / "models"
+    folder = models / "llm" / "big-llm"
+    folder.mkdir(parents=True)
+    write_card(folder, {"requirements.vram_gb": 70.0, "requirements.devices": 1,
+                        "requirements.ram_gb": 8.0}, "estimate")  # fmt: skip
+    card = json.loads((folder / "inline.json").read_text())
+    card["requirements"]["devices"] = 2  # its owner knows it needs two cards
+    (folder / "inline.json").write_text(json.dumps(card))
+
+    engine = SimpleNamespace(settings=SimpleNamespace(models_roots=(models,), ray_address="x"))
+    service = DeploymentService(engine, None, requirements=card_requirements)  # type: ignore[arg-type]
+    spec = DeploymentSpec(name="big", node="text/complete", pack="text", model="big-llm", min=1,
+                          max=1, autoscaling=Autoscaling(), created_at=0)  # fmt: skip
+    needs = service.requirements_of(spec)
+    assert needs["devices"] == 2 and needs["ram_gb"] == 8.0
+
+    gpu_pack = Demand(num_gpus=1.0, memory=3 << 30, resources={"fast": 1.0})
+    actor = _options(with_requirements(gpu_pack, needs), 1, 1, {}, 1)["ray_actor_options"]
+    assert actor == {"num_cpus": 0, "num_gpus": 2.0, "memory": 8 << 30, "resources": {"fast": 1.0}}
+    # a pack that asks for no GPU (a CPU-only cluster, or no model files) gets none from a card
+    assert with_requirements(Demand(), needs).num_gpus == 0.0
+    odd = with_requirements(gpu_pack, {"devices": "two", "ram_gb": -1})
+    assert (odd.num_gpus, odd.memory) == (1.0, 3 << 30)
+    assert "devices 'two', ram_gb -1 ignored" in odd.note
+    # no model, or a model without a card: the pack's own demand
+    assert service.requirements_of(msgspec.structs.replace(spec, model=None)) == {}
+    (models / "llm" / "no-card").mkdir()
+    assert service.requirements_of(msgspec.structs.replace(spec, model="no-card")) == {}

@@ -16,7 +16,7 @@ from litestar.types import Scope
 
 from .._settings import Settings
 from ..guard import HostPolicy, check_bind, operator_token, request_guard, token_middleware
-from ..hub import DownloadService, ImportSources, secrets_reader
+from ..hub import DownloadService, ImportSources, card_requirements, secrets_reader
 from ..importers import importer_for
 from ..packs import PackService
 from ..runs import DeploymentService, Engine, RunService, RunStore
@@ -107,7 +107,7 @@ def create_app(settings: Settings | None = None, *, front_end_root: Path | None 
         async with Engine.open(settings, say=log.info, secrets=secrets) as engine:
             store = RunStore(settings.db_path)
             service = RunService(engine, store)
-            deployments = DeploymentService(engine, store)
+            deployments = DeploymentService(engine, store, requirements=card_requirements)
             app.state.settings = settings
             app.state.operator_token = operator_token(settings.data_dir, settings.token)
             app.state.service = service

@@ -121,6 +121,18 @@ def write_card(folder: Path, fields: Mapping[str, Any], by: str) -> dict[str, An
     return card
 
 
+def card_requirements(folder: Path) -> dict[str, Any]:
+    """What the card of ``folder`` says one replica needs (``requirements``: ``vram_gb``,
+    ``ram_gb``, ``devices``, ``params``, each as its owner left it); ``{}`` without a card,
+    and for one that is not a JSON object (said in the log)."""
+    try:
+        found = read_card(folder).get("requirements")
+    except CardError as exc:
+        log.warning("%s", exc)
+        return {}
+    return dict(found) if isinstance(found, dict) else {}
+
+
 def requirement_fields(estimate: Mapping[str, Any]) -> dict[str, Any]:
     """An estimate's per-replica needs as the card's ``requirements.*`` fields."""
     replica = estimate["replica"]

@@ -17,6 +17,7 @@ import logging
 import math
 import re
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -52,9 +53,18 @@ TICK_S = 0.1
 class DeploymentService:
     """Deployments over the engine's pools; their task runs in the task group ``start`` gets."""
 
-    def __init__(self, engine: Engine, store: RunStore) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        store: RunStore,
+        *,
+        requirements: Callable[[Path], Mapping[str, Any]] | None = None,
+    ) -> None:
+        """``requirements`` reads what a model folder's card says one replica needs (the
+        top wires in the hub's reader); without it, Serve replicas ask for the pack's demand."""
         self.engine = engine
         self.store = store
+        self._requirements = requirements
         self._live: dict[str, Live] = {}
         self._tg: anyio.abc.TaskGroup | None = None
         self._dec = msgspec.json.Decoder(DeploymentSpec)
@@ -271,6 +281,16 @@ class DeploymentService:
             return 1
         return len(fitting)
 
+    def requirements_of(self, spec: DeploymentSpec) -> Mapping[str, Any]:
+        """What the card of the deployment's model folder says one replica needs (``{}``
+        without a model, a folder, a card or a reader). Reads files: call it in a thread."""
+        if self._requirements is None or spec.model is None:
+            return {}
+        for path in self._model_paths(spec.pack, spec.model):
+            if path.is_dir() and (found := self._requirements(path)):
+                return found
+        return {}
+
     def _model_paths(self, pack: str, model: str | None) -> list[Path]:
         """The files a replica of ``pack`` loads: ``model`` (a file or folder of a models dir's
         category), else those its nodes name."""
@@ -346,8 +366,9 @@ class DeploymentService:
             live.starting = spec.min
             if self._tg is not None:
                 self._tg.start_soon(
-                    serve_one, self.engine, live, lambda: self._live.get(spec.name) is live
-                )
+                    serve_one, self.engine, live, lambda: self._live.get(spec.name) is live,
+                    lambda: self.requirements_of(spec),
+                )  # fmt: skip
             return
         self.engine.supervisor.set_replicas(spec.pack, max(1, live.target), keep=live.target)
 

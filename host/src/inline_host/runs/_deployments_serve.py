@@ -8,7 +8,7 @@ kept as a decision) and shows them in the deployment's view.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import anyio
@@ -41,18 +41,25 @@ def warm_params(engine: Engine, spec: DeploymentSpec) -> dict[str, Any]:
     raise DeploymentError(f"node {spec.node} offers no model '{spec.model}' now")
 
 
-async def serve_one(engine: Engine, live: Live, current: Callable[[], bool]) -> None:
+async def serve_one(
+    engine: Engine,
+    live: Live,
+    current: Callable[[], bool],
+    requirements: Callable[[], Mapping[str, Any]] | None = None,
+) -> None:
     """Deploy ``live`` on Serve (again after a failure, every few seconds, while ``current``
-    says it is deployed)."""
+    says it is deployed); each replica asks Ray for what ``requirements`` (the model card's,
+    read in a thread) says, where it says anything."""
     spec = live.spec
     scaling = msgspec.structs.asdict(spec.autoscaling)
     sup = engine.supervisor
     while current():
         try:
+            needs = await anyio.to_thread.run_sync(requirements) if requirements else None
             await sup.deploy_served(
                 spec.name, spec.pack, node=spec.node, low=spec.min, high=spec.max,
                 scaling=scaling, model=spec.model, per_node=spec.max_per_node,
-                warm=warm_params(engine, spec),
+                warm=warm_params(engine, spec), requirements=needs,
             )  # fmt: skip
         except Exception as exc:
             if live.failure is None:
@@ -62,7 +69,12 @@ async def serve_one(engine: Engine, live: Live, current: Callable[[], bool]) -> 
             continue
         live.failure = None
         live.starting = 0
-        log.info("deployment %s runs on Ray Serve (%s replica(s))", spec.name, span(spec))
+        served = sup.served(spec.pack)
+        demand = served.demand if served is not None else None
+        asks = "" if demand is None else (
+            f"; each asks for {demand.num_gpus:g} GPU(s), {demand.memory / (1 << 30):.1f} GiB"
+        )  # fmt: skip
+        log.info("deployment %s runs on Ray Serve (%s replica(s)%s)", spec.name, span(spec), asks)
         if not current():  # undeployed while it was starting
             await sup.undeploy_served(spec.pack)
         return

@@ -106,3 +106,35 @@ def pack_demand(
         resources=dict(settings.ray_resources.get(pack, {})),
         note=note,
     )
+
+
+GIB = 1 << 30
+
+
+def with_requirements(demand: Demand, requirements: Mapping[str, Any]) -> Demand:
+    """``demand`` with what a model's card says one replica needs (``requirements`` of its
+    ``inline.json``: written by the estimate, or by its owner, whose edit the estimate never
+    overwrites): ``devices`` GPUs where the pack asks for GPUs at all, and ``ram_gb`` of
+    memory. ``vram_gb`` is the node's broker's to plan (Ray schedules no VRAM). A value that is
+    not a positive number is left out, said in the demand's note."""
+    num_gpus, memory, bad = demand.num_gpus, demand.memory, []
+    devices = requirements.get("devices")
+    if devices is not None:
+        if _positive(devices):
+            num_gpus = float(devices) if demand.num_gpus > 0 else 0.0
+        else:
+            bad.append(f"devices {devices!r}")
+    ram = requirements.get("ram_gb")
+    if ram is not None:
+        if _positive(ram):
+            memory = int(float(ram) * GIB)
+        else:
+            bad.append(f"ram_gb {ram!r}")
+    notes = [demand.note] if demand.note else []
+    if bad:
+        notes.append(f"the model card's {', '.join(bad)} ignored (not a positive number)")
+    return Demand(num_gpus, memory, demand.resources, "; ".join(notes))
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and value > 0

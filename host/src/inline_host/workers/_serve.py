@@ -20,7 +20,7 @@ import contextlib
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -47,7 +47,7 @@ from .._values import EventCallback, HostValue
 from ._bulk import HostBulk
 from ._launcher import LaunchFailed
 from ._process import SecretsReader
-from ._ray_placement import Demand
+from ._ray_placement import Demand, with_requirements
 from ._sandbox import node_knobs
 from ._serve_replica import (
     HANDLES,
@@ -99,6 +99,8 @@ class ServedPack:
     #: Whether each replica's worker is sandboxed on its node, by tag (as its calls said).
     sandboxed: dict[str, bool] = field(default_factory=dict)
     ready: anyio.Event = field(default_factory=anyio.Event)
+    #: What each replica asked Ray for (the pack's demand, or the model card's requirements).
+    demand: Demand | None = None
 
     def generation(self, tag: str) -> int:
         for gen, known in self.tags.items():
@@ -143,6 +145,7 @@ class ServeDeployments:
         model: str | None,
         per_node: int | None = None,
         warm: dict[str, Any] | None = None,
+        requirements: Mapping[str, Any] | None = None,
     ) -> ServedPack:
         """Run (or update) the Serve application of ``pack``; returns once Serve placed it
         (its replicas started) or failed to."""
@@ -159,6 +162,9 @@ class ServeDeployments:
             raise PackStartFailed(pack, f"cannot deploy it on the cluster: {exc}") from None
         gpus = float(ray.cluster_resources().get("GPU", 0))
         demand = self._demand(pack, gpus)
+        if requirements:  # the deployed model's card says what a replica needs
+            demand = with_requirements(demand, requirements)
+        served.demand = demand
         encoded = msgspec.msgpack.encode(recipe)
         knobs = {  # the host's paths and sandbox (node_knobs), and the call knobs
             **node_knobs(self.settings, self._trust(pack)),

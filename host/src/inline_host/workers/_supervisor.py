@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -392,11 +392,13 @@ class Supervisor:
         model: str | None,
         per_node: int | None = None,
         warm: dict[str, Any] | None = None,
+        requirements: Mapping[str, Any] | None = None,
     ) -> ServedPack:
         """Deploy ``pack`` on Ray Serve as ``name`` (``low``..``high`` replicas); its calls go
         there from now on; a replica takes as many calls at once as ``node`` does (its
         concurrency) and, with ``warm`` (params of ``node``), runs its warm hook before it
-        counts as started. Returns once Serve runs it; ``PackStartFailed`` if it cannot."""
+        counts as started; ``requirements`` (the model card's) replace the pack's demand
+        where given. Returns once Serve runs it; ``PackStartFailed`` if it cannot."""
         info = self.registry.packs.get(pack)
         if info is None:
             raise PackStartFailed(pack, "no such pack is registered")
@@ -410,6 +412,7 @@ class Supervisor:
             name, pack, python, low=low, high=high, scaling=scaling,
             concurrency=concurrency, model=model, per_node=per_node,
             warm=None if warm is None else {"node": node, "params": warm},
+            requirements=requirements,
         )  # fmt: skip
 
     async def undeploy_served(self, pack: str) -> None:
