@@ -22,7 +22,7 @@ import logging
 import os
 import shutil
 from collections.abc import Callable, Mapping
-from dataclasses import replace
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -167,9 +167,11 @@ def node_knobs(settings: Settings, trust: tuple[bool, bool]) -> dict[str, Any]:
 
 
 def node_settings(knobs: Mapping[str, Any]) -> Settings:
-    """The settings a node's worker runs under, from ``node_knobs`` (and any other knob)."""
+    """The settings a node's worker runs under, from ``node_knobs`` and the other knobs that
+    name a setting (the rest, such as a Serve replica's ``warm``, are its caller's)."""
     base = Settings.from_env({"INLINE_DATA_DIR": str(knobs["data_dir"])})
-    return replace(base, **{k: v for k, v in knobs.items() if k != "trust"})
+    settable = {f.name for f in fields(Settings)}
+    return replace(base, **{k: v for k, v in knobs.items() if k in settable})
 
 
 def node_sandboxing(knobs: Mapping[str, Any], pack: str) -> Sandboxing:
