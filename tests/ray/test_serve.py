@@ -203,3 +203,48 @@ async def test_serve_autoscales_from_min_to_max_under_a_queue_and_back(
         assert (view.decisions[-1].replicas_from, view.decisions[-1].replicas_to) == (2, 1)
         assert await service.delete("gates")
         tg.cancel_scope.cancel()
+
+
+async def test_a_deployments_model_missing_on_its_node_is_fetched_from_the_host(
+    cluster: Cluster, ray_data_dir: Path, tmp_path: Path
+) -> None:
+    """With ``INLINE_RAY_MODELS_DIR``, the replica's node reads models from its own folder:
+    the deployed model it lacks (or holds with other bytes) is fetched from the host's models
+    dir before the replica starts, its hash kept beside it, and its calls read those bytes; a
+    second deployment on a node that has it fetches nothing."""
+    node_models = tmp_path / "node-models"
+    settings = make_settings(
+        ray_data_dir, tmp_path, cluster.address, INLINE_RAY_MODELS_DIR=str(node_models)
+    )
+    content = "".join(f"weight {i}\n" for i in range(20_000)).encode()
+    (tmp_path / "models" / "vae").mkdir(parents=True)
+    (tmp_path / "models" / "vae" / "tiny.safetensors").write_bytes(content)
+    (node_models / "vae").mkdir(parents=True)
+    stale = node_models / "vae" / "tiny.safetensors"
+    stale.write_bytes(b"x" * len(content))  # an older copy of the same size: other bytes
+    store = RunStore(tmp_path / "inline.db")
+    body = {"node": "testpack/read-model", "model": "tiny.safetensors", "replicas": 1}
+    async with Engine.open(settings) as engine, anyio.create_task_group() as tg:
+        service = DeploymentService(engine, store)
+        await service.start(tg)
+        made = await service.create(body)
+        await ready(service, made.name, 1)
+        assert stale.read_bytes() == content
+        assert sorted(p.name for p in (node_models / "vae").iterdir()) == [
+            ".tiny.safetensors.lock",
+            ".tiny.safetensors.sha256",
+            "tiny.safetensors",
+        ]
+        out = await engine.supervisor.call(
+            "testpack", "testpack/read-model", "r", {"file": "tiny.safetensors"}, {}
+        )
+        value = out["text"].value
+        assert isinstance(value, TextValue) and value.text == content.decode()
+        assert await service.delete(made.name)
+        fetched_at = stale.stat().st_mtime_ns
+        made = await service.create(body)  # the node has it now: kept as it is
+        await ready(service, made.name, 1)
+        assert stale.stat().st_mtime_ns == fetched_at and stale.read_bytes() == content
+        assert await service.delete(made.name)
+        tg.cancel_scope.cancel()
+    store.close()

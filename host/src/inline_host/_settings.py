@@ -146,6 +146,10 @@ class Settings:
     #: Where actors build pack venvs on their node (``INLINE_RAY_PACKS_DIR``; default: the
     #: host's packs dir, the same path on every node).
     ray_packs_dir: Path | None = None
+    #: Where cluster workers read models on their node (``INLINE_RAY_MODELS_DIR``); None: the
+    #: host's models dirs, at the same paths. A deployment's model a node lacks is fetched there
+    #: from the host.
+    ray_models_dir: Path | None = None
     #: Seconds the host waits for the Ray cluster to answer at start
     #: (``INLINE_RAY_CONNECT_TIMEOUT``); past it the host exits 2 without serving.
     ray_connect_timeout: float = 30.0
@@ -219,6 +223,11 @@ class Settings:
             ray_packs_dir=(
                 Path(env["INLINE_RAY_PACKS_DIR"]).absolute()
                 if env.get("INLINE_RAY_PACKS_DIR")
+                else None
+            ),
+            ray_models_dir=(
+                Path(env["INLINE_RAY_MODELS_DIR"]).absolute()
+                if env.get("INLINE_RAY_MODELS_DIR")
                 else None
             ),
             ray_connect_timeout=_float(env, "INLINE_RAY_CONNECT_TIMEOUT", 30.0),

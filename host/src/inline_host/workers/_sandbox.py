@@ -153,12 +153,13 @@ class Sandboxing:
 
 def node_knobs(settings: Settings, trust: tuple[bool, bool]) -> dict[str, Any]:
     """What a worker started on a cluster node runs and is sandboxed under there: the host's
-    paths (today every node has them), its sandbox mode, and the pack's (first-party,
-    network)."""
+    paths (every node has them; models at ``INLINE_RAY_MODELS_DIR`` where set), its sandbox
+    mode, and the pack's (first-party, network)."""
+    nodes_models = settings.ray_models_dir  # the nodes' own folder, else the host's paths
     return {
         "data_dir": settings.data_dir,
-        "models_dir": settings.models_dir,
-        "extra_models_dirs": settings.extra_models_dirs,
+        "models_dir": nodes_models or settings.models_dir,
+        "extra_models_dirs": () if nodes_models else settings.extra_models_dirs,
         "input_roots": settings.input_roots,
         "sandbox": settings.sandbox,
         "sandbox_read": settings.sandbox_read,

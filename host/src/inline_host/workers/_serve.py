@@ -47,6 +47,7 @@ from .._values import EventCallback, HostValue
 from ._bulk import HostBulk
 from ._launcher import LaunchFailed
 from ._process import SecretsReader
+from ._ray_models import NAMESPACE, ModelSource, model_manifest, source_name
 from ._ray_placement import Demand, with_requirements
 from ._sandbox import node_knobs
 from ._serve_replica import (
@@ -131,6 +132,9 @@ class ServeDeployments:
         self._secrets = secrets
         self.served: dict[str, ServedPack] = {}
         self._ids = itertools.count(1)
+        #: The host's ``ModelSource`` actor, held for the host's life (a named actor no handle
+        #: holds is gone).
+        self._source: Any = None
 
     async def deploy(
         self,
@@ -176,6 +180,13 @@ class ServeDeployments:
             "warm": warm,
             "warm_timeout": self.settings.call_timeout,
         }
+        if model is not None:  # what a replica's node lacks of it, it fetches from here
+            try:
+                knobs["fetch"] = await self._offer_model(ray, pack, model)
+            except PackStartFailed as exc:
+                served.failure = exc.reason
+                served.ready.set()
+                raise
         packs_dir = str(self.settings.ray_packs_dir or self.settings.packs_dir)
         options = _options(demand, low, high, scaling, concurrency)
         if per_node is not None:
@@ -191,6 +202,45 @@ class ServeDeployments:
         served.failure = None
         served.ready.set()
         return served
+
+    async def _offer_model(self, ray: Any, pack: str, model: str) -> dict[str, Any] | None:
+        """Let the cluster's nodes fetch ``model`` from this host (its files, sizes and hashes
+        for the replicas, served by the host's ``ModelSource``); None when no models dir here
+        has it (the node's own copy, if any, is then what loads)."""
+        roots = self.settings.models_roots
+        entries = await anyio.to_thread.run_sync(model_manifest, roots, model)
+        if not entries:
+            return None
+        name = source_name(self.settings.data_dir)
+
+        def offer() -> None:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            if self._source is None:
+                here = ray.get_runtime_context().get_node_id()  # the host's own node
+                self._source = (
+                    ray.remote(ModelSource)
+                    .options(
+                        name=name,
+                        namespace=NAMESPACE,
+                        get_if_exists=True,
+                        num_cpus=0,
+                        scheduling_strategy=NodeAffinitySchedulingStrategy(here, soft=False),
+                    )
+                    .remote()
+                )
+            ray.get(self._source.allow.remote([str(r) for r in roots], entries))
+
+        try:
+            await anyio.to_thread.run_sync(offer)
+        except Exception as exc:  # Ray's words: the nodes could not be offered the model
+            raise PackStartFailed(
+                pack, f"cannot offer model {model} to the cluster's nodes: {_reason(exc)}"
+            ) from None
+        size = sum(e[1] for e in entries)
+        log.info("model %s (%d file(s), %d bytes) offered to the cluster's nodes", model,
+                 len(entries), size)  # fmt: skip
+        return {"source": name, "files": entries}
 
     async def undeploy(self, pack: str) -> None:
         """Delete the pack's Serve application (its replicas stop, their devices are free)."""

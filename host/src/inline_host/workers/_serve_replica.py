@@ -52,6 +52,7 @@ from ._broker import Broker
 from ._bulk import HostBulk
 from ._launchers import LocalLauncher
 from ._process import WorkerProcess
+from ._ray_models import NAMESPACE, fetch_models
 from ._sandbox import node_sandboxing
 
 log = logging.getLogger("inline.serve")
@@ -112,6 +113,20 @@ def _secrets(params: Mapping[str, Any], node_type: str, pack: str) -> dict[str, 
     return _call_secrets.get() or {}  # what the host granted the call, sent with it
 
 
+def _fetch(fetch: dict[str, Any], models_dir: Path, node: str) -> None:
+    """Fetch the files of ``fetch`` (``_serve``'s offer) this node lacks from the host."""
+    source = ray.get_actor(fetch["source"], namespace=NAMESPACE)
+
+    def read(rel: str, offset: int, size: int) -> bytes:
+        return bytes(ray.get(source.read.remote(rel, offset, size)))
+
+    entries = [(str(rel), int(size), str(sha)) for rel, size, sha in fetch["files"]]
+    fetched = fetch_models(entries, models_dir, read)
+    if fetched:
+        log.warning("node %s fetched %s from the host into %s", node, ", ".join(fetched),
+                    models_dir)  # fmt: skip
+
+
 class PackReplica:
     """A pack worker behind Serve (``serve.deployment`` wraps it in ``_serve``)."""
 
@@ -127,6 +142,9 @@ class PackReplica:
         )
         sandboxing = node_sandboxing(knobs, self.pack)
         settings = sandboxing.settings
+        fetch = knobs.get("fetch")
+        if fetch:  # the deployment's model, where this node lacks it
+            await asyncio.to_thread(_fetch, fetch, settings.models_dir, self.node)
         self.bulk = HostBulk()
         self.proc = WorkerProcess(
             self.pack,
@@ -170,6 +188,8 @@ class PackReplica:
             )
 
     async def __del__(self) -> None:
+        if not hasattr(self, "_runner"):
+            return  # its start failed before the worker started (a model it could not fetch)
         self._stop.set()
         with contextlib.suppress(BaseException):
             await asyncio.wait_for(self._runner, 10)
