@@ -26,8 +26,8 @@ def test_degrees_parse_and_bad_values_are_named():
     for bad in ("ulysses", "tensor=2", "ring=x", "ring=2,ring=2"):
         with pytest.raises(ValueError, match="INLINE_PARALLEL"):
             parse_parallel(bad)
-    # PipeFusion is not built: refused as such, never as a malformed value
-    with pytest.raises(ValueError, match=r"pipefusion is not built yet.*ulysses=N or ring=N"):
+    # xfuser has no PipeFusion for Z-Image: refused as such, never as a malformed value
+    with pytest.raises(ValueError, match=r"pipefusion is not available for Z-Image.*ulysses=N"):
         parse_parallel("ulysses=2,pipefusion=2")
 
 

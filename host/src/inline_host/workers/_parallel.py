@@ -35,8 +35,9 @@ def parse_parallel(raw: str | None) -> dict[str, int] | None:
         kind, sep, value = part.strip().partition("=")
         if kind == "pipefusion":
             raise ValueError(
-                f"INLINE_PARALLEL={raw!r}: pipefusion is not built yet (xfuser's PipeFusion for "
-                "PCIe-only machines): split the sequence with ulysses=N or ring=N instead"
+                f"INLINE_PARALLEL={raw!r}: pipefusion is not available for Z-Image (xfuser "
+                "0.7.0's Z-Image runner offers no PipeFusion, only the sequence split): split "
+                "the sequence with ulysses=N or ring=N instead"
             )
         if not sep or kind not in KINDS or not value.isdigit() or int(value) < 1:
             raise ValueError(
