@@ -120,6 +120,7 @@ def tree_cpu(pid: int) -> float:
 
 def file_create_us(folder: Path, count: int = 200) -> float:
     """CPU microseconds to create (and write a few bytes to) one new file in ``folder``."""
+    folder.mkdir(parents=True, exist_ok=True)
     started = time.process_time()
     for i in range(count):
         fd = os.open(folder / f".probe-{i}", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

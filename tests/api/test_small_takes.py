@@ -1,7 +1,8 @@
-"""The cheap path of a small take, in memory and on disk: a small blob is written without an
-fsync and checked against its hash when read (a short one is missing, not served, and writing
-it again mends it); the run store's short writes run at once unless they would wait; the target's
-take rows go in with the run's end; one idle executor is woken per queued run."""
+"""The cheap path of a small take, in memory and on disk: a text take is a row and its bytes in
+the run store, no file; a small blob is written without an fsync and checked against its hash
+when read (a short one is missing, not served, and writing it again mends it); the run store's
+short writes run at once unless they would wait; the target's take rows go in with the run's
+end; one idle executor is woken per queued run."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import anyio
+import msgspec
 import pytest
 from inline_host._errors import BlobError
 from inline_host.guard import InputPaths
@@ -96,18 +98,49 @@ def test_a_whole_small_blob_stored_again_is_kept_not_written_again(
     assert store.read(bid) == b"the same text"
 
 
-def test_a_take_links_its_blob_straight_to_its_fresh_name(tmp_path: Path) -> None:
+def test_a_media_take_links_its_blob_straight_to_its_fresh_name(tmp_path: Path) -> None:
     blobs = BlobStore(tmp_path / "blobs")
     writer = TakeWriter(blobs, tmp_path / "takes", tmp_path)
-    record = writer.write(run_id="run_1", node_id="t", node_type="input/text", cache_key="k",
-                          port="text", kind="text", ext="txt", data=b"hi", params={},
+    record = writer.write(run_id="run_1", node_id="t", node_type="input/audio", cache_key="k",
+                          port="audio", kind="audio", ext="wav", data=b"hi", params={},
                           graph=None)  # fmt: skip
     uri = tmp_path / record.uri
-    assert record.uri == f"takes/{record.id}.txt" and uri.read_bytes() == b"hi"
+    assert record.uri == f"takes/{record.id}.wav" and uri.read_bytes() == b"hi"
     assert os.path.samefile(uri, blobs.path(record.hash))  # one inode: a hard link
     assert [p.name for p in (tmp_path / "takes").iterdir()] == [uri.name]  # no temp left
+    assert record.data is None  # its bytes are the file's
     with pytest.raises(FileExistsError):  # a take's name is never written twice
         blobs.put_linked(b"other", str(uri))
+
+
+def test_a_text_take_makes_no_file_and_its_bytes_go_in_with_its_row(tmp_path: Path) -> None:
+    """A new file per text cost more than the rest of a trivial run: a text take's bytes are
+    stored in the run store, in its row's transaction, once per content; its uri is its URL."""
+    blobs = BlobStore(tmp_path / "blobs")
+    writer = TakeWriter(blobs, tmp_path / "takes", tmp_path)
+
+    def text(run_id: str, data: bytes) -> TakeRecord:
+        return writer.write(run_id=run_id, node_id="t", node_type="input/text",
+                            cache_key="k", port="text", kind="text", ext="txt", data=data,
+                            params={}, graph=None)  # fmt: skip
+
+    record = text("run_t", "héllo".encode())
+    assert record.uri == f"/v1/takes/{record.id}/bytes"
+    assert record.hash == "sha256-" + hashlib.sha256("héllo".encode()).hexdigest()
+    assert not (tmp_path / "takes").exists() and not (tmp_path / "blobs").exists()
+    store = RunStore(tmp_path / "inline.db")
+    store.add_run(run_row("run_t"))
+    store.settle("run_t", "done", {}, takes=(record,))
+    again = text("run_t", "héllo".encode())  # the same bytes: one copy
+    store.add_takes("run_t", [again])
+    store.close()
+    store = RunStore(tmp_path / "inline.db")  # a restart reads them back
+    assert store.take_text(record.hash) == "héllo".encode()
+    assert store._db.execute("SELECT COUNT(*) FROM take_texts").fetchone()[0] == 1
+    assert [t.id for t in store.run_takes("run_t")] == [record.id, again.id]
+    assert store.get_take(record.id).data is None  # type: ignore[union-attr]
+    assert store.take_text("sha256-" + "0" * 64) is None
+    store.close()
 
 
 def test_the_prefix_folders_are_made_once_when_the_store_opens(tmp_path: Path) -> None:
@@ -150,12 +183,14 @@ def test_the_last_nodes_takes_go_in_with_the_runs_end(tmp_path: Path) -> None:
     store = RunStore(tmp_path / "inline.db")
     store.add_run(run_row("run_b"))
     take = TakeRecord(id="take_0123456789ab", run_id="run_b", node_id="t", port="text",
-                      kind="text", ext="txt", uri="takes/take_0123456789ab.txt",
+                      kind="text", ext="txt", uri="/v1/takes/take_0123456789ab/bytes",
                       hash="sha256-" + "0" * 64, params={}, cache_key="k",
-                      created_at=1)  # fmt: skip
+                      created_at=1, data=b"text")  # fmt: skip
     store.settle("run_b", "done", {"fraction": 1.0}, takes=(take,))
     assert store.get_run("run_b").status == "done"  # type: ignore[union-attr]
-    assert store.run_takes("run_b") == [take] and store.takes_for_key("k") == [take]
+    stored = msgspec.structs.replace(take, data=None)  # read back without its bytes
+    assert store.run_takes("run_b") == [stored] and store.takes_for_key("k") == [stored]
+    assert store.take_text(take.hash) == b"text"
     store.close()
 
 

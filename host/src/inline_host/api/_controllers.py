@@ -348,15 +348,19 @@ class TakesController(Controller):
         record = service.take(take_id) if TAKE_ID.match(take_id) else None
         if record is None:
             raise not_found(f"No take '{take_id}'.")
+        content_type = CONTENT_TYPES.get(record.ext) or _guess(record.ext)
+        if record.kind == "text":  # kept in the run store
+            data = service.take_text(record)
+            if data is None:
+                raise not_found("Take bytes are not available.")
+            return ranged_bytes(
+                data, content_type, record.hash, record.created_at / 1000,
+                request.headers.get("range"),
+            )  # fmt: skip
         path = service.take_file(record)
         if path is None:
             raise not_found("Take bytes are not available.")
-        return ranged_file(
-            path,
-            CONTENT_TYPES.get(record.ext) or _guess(record.ext),
-            record.hash,
-            request.headers.get("range"),
-        )
+        return ranged_file(path, content_type, record.hash, request.headers.get("range"))
 
 
 def _guess(ext: str) -> str:
@@ -370,11 +374,49 @@ def ranged_file(
     path: Path, content_type: str, etag: str, range_header: str | None
 ) -> Response[Any]:
     """The file, or the part a single ``Range: bytes=a-b`` asks for (206), with validators."""
-    size = path.stat().st_size
+    st = path.stat()
+    answer = _range(st.st_size, etag, st.st_mtime, range_header)
+    if isinstance(answer, Response):
+        return answer
+    start, end, status, headers = answer
+
+    async def chunks() -> AsyncIterator[bytes]:
+        async with await anyio.open_file(path, "rb") as fh:
+            await fh.seek(start)
+            left = end - start + 1
+            while left > 0:
+                chunk = await fh.read(min(left, 1 << 20))
+                if not chunk:
+                    break
+                left -= len(chunk)
+                yield chunk
+
+    return Stream(chunks(), status_code=status, media_type=content_type, headers=headers)
+
+
+def ranged_bytes(
+    data: bytes, content_type: str, etag: str, modified: float, range_header: str | None
+) -> Response[Any]:
+    """``data``, or the part a single ``Range: bytes=a-b`` asks for (206), with validators."""
+    answer = _range(len(data), etag, modified, range_header)
+    if isinstance(answer, Response):
+        return answer
+    start, end, status, headers = answer
+    del headers["Content-Length"]  # the response counts its body
+    return Response(
+        data[start : end + 1], status_code=status, media_type=content_type, headers=headers
+    )
+
+
+def _range(
+    size: int, etag: str, modified: float, range_header: str | None
+) -> tuple[int, int, int, dict[str, str]] | Response[Any]:
+    """(start, end, status, headers) of the bytes a request asks for out of ``size``, or its
+    416 answer."""
     headers = {
         "Accept-Ranges": "bytes",
         "ETag": f'"{etag}"',
-        "Last-Modified": email.utils.formatdate(path.stat().st_mtime, usegmt=True),
+        "Last-Modified": email.utils.formatdate(modified, usegmt=True),
         "Cache-Control": "public, max-age=31536000, immutable",
     }
     start, end, status = 0, size - 1, 200
@@ -392,19 +434,7 @@ def ranged_file(
         status = 206
         headers["Content-Range"] = f"bytes {start}-{end}/{size}"
     headers["Content-Length"] = str(end - start + 1)
-
-    async def chunks() -> AsyncIterator[bytes]:
-        async with await anyio.open_file(path, "rb") as fh:
-            await fh.seek(start)
-            left = end - start + 1
-            while left > 0:
-                chunk = await fh.read(min(left, 1 << 20))
-                if not chunk:
-                    break
-                left -= len(chunk)
-                yield chunk
-
-    return Stream(chunks(), status_code=status, media_type=content_type, headers=headers)
+    return start, end, status, headers
 
 
 class AssetsController(Controller):

@@ -20,7 +20,14 @@ from ._engine import PackExecutor
 from ._events import NodeDoneEvent
 from ._live import LiveRun
 from ._store import TakeRecord
-from ._takes import TakeRecorder, all_small_text, has_takes, take_bytes, take_ports
+from ._takes import (
+    TakeRecorder,
+    all_small_text,
+    has_takes,
+    take_bytes,
+    take_ports,
+    take_url,
+)
 from ._views import Take
 
 #: Reads a media value's bytes (from shared memory without a copy where it can).
@@ -39,7 +46,7 @@ def take_view(t: TakeRecord) -> Take:
         params=t.params,
         created_at=t.created_at,
         output=t.port,
-        url=f"/v1/takes/{t.id}/bytes",
+        url=take_url(t.id),
     )
 
 

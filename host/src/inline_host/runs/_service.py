@@ -353,17 +353,32 @@ class RunService:
         return found
 
     def take_file(self, record: TakeRecord) -> Path | None:
-        """The file holding a take's bytes, if present and whole (a small blob's bytes are
-        checked against its hash, once per process: see ``BlobStore``)."""
+        """The file holding a media take's bytes, if present and whole (a small blob's bytes
+        are checked against its hash, once per process: see ``BlobStore``). A text take's
+        bytes are in the run store: ``take_text``."""
         return self.engine.blobs.sound_path(record.hash)
+
+    def take_text(self, record: TakeRecord) -> bytes | None:
+        """A text take's bytes: from its record (not stored yet), the run store, or the file an
+        older host kept it in; None when they are gone."""
+        if record.data is not None:
+            return record.data
+        data = self.store.take_text(record.hash)
+        if data is None and (path := self.engine.blobs.sound_path(record.hash)) is not None:
+            data = path.read_bytes()
+        return data
 
     def take_data(self, take_id: str) -> bytes:
         """A take's bytes (blocking I/O: call it in a worker thread)."""
-        record = self.store.get_take(take_id)
-        path = self.take_file(record) if record is not None else None
-        if path is None:
+        record = self.take(take_id)
+        if record is not None and record.kind == "text":
+            data = self.take_text(record)
+        else:
+            path = self.take_file(record) if record is not None else None
+            data = path.read_bytes() if path is not None else None
+        if data is None:
             raise LookupError(f"no bytes for take '{take_id}'")
-        return path.read_bytes()
+        return data
 
     def put_asset(self, data: bytes) -> str:
         """Store uploaded bytes as an input asset (content-addressed); its id."""

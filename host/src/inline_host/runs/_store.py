@@ -1,4 +1,7 @@
-"""The durable run store: SQLite (WAL) under the data dir; takes' bytes live in the blob store.
+"""The durable run store: SQLite (WAL) under the data dir. A media take's bytes live in the blob
+store (a file, which the take's ``uri`` names); a text take's bytes live here (``take_texts``,
+by hash), written in the same transaction as its row: a new file per text cost more than the
+rest of a trivial run.
 
 Every accepted run is written at submit (its request included), so a crash loses none; a node's
 takes are written when the node finishes, in one transaction with the run's link to them; the run's
@@ -56,6 +59,10 @@ CREATE TABLE IF NOT EXISTS run_takes (
     position INTEGER NOT NULL,
     PRIMARY KEY (run_id, take_id)
 );
+CREATE TABLE IF NOT EXISTS take_texts (
+    hash TEXT PRIMARY KEY,
+    data BLOB NOT NULL
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS deployments (
     name TEXT PRIMARY KEY,
     spec BLOB NOT NULL,
@@ -90,6 +97,8 @@ class TakeRecord(msgspec.Struct, frozen=True, kw_only=True):
     params: dict[str, Any]
     cache_key: str
     created_at: int
+    #: A text take's bytes, stored with its row (None once read back: ``RunStore.take_text``).
+    data: bytes | None = None
 
 
 class StoredRun(msgspec.Struct, frozen=True, kw_only=True):
@@ -109,9 +118,12 @@ class StoredRun(msgspec.Struct, frozen=True, kw_only=True):
 
 
 class TakeSource(Protocol):
-    """Where stored takes are found by cache key (the store, or a test double)."""
+    """Where stored takes are found by cache key, and text takes' bytes (the store, or a test
+    double)."""
 
     def takes_for_key(self, cache_key: str) -> list[TakeRecord]: ...
+
+    def take_text(self, digest: str) -> bytes | None: ...
 
 
 def now_ms() -> int:
@@ -333,7 +345,19 @@ class RunStore:
                     t.created_at,
                 ),
             )
+            if t.data is not None:  # one copy of each text (content-addressed)
+                db.execute(
+                    "INSERT OR IGNORE INTO take_texts (hash, data) VALUES (?, ?)", (t.hash, t.data)
+                )
         self._link(db, run_id, [t.id for t in takes])
+
+    def take_text(self, digest: str) -> bytes | None:
+        """The bytes of the text take whose hash is ``digest`` (None: not stored here)."""
+        with self._lock:
+            row = self._db.execute(
+                "SELECT data FROM take_texts WHERE hash = ?", (digest,)
+            ).fetchone()
+        return None if row is None else bytes(row[0])
 
     def link_takes(self, run_id: str, take_ids: list[str]) -> None:
         """Attach existing takes (cache hits) to a run; idempotent."""

@@ -7,6 +7,7 @@ says (media for ``image``/``video``/``audio``, text for ``text``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import secrets
 import struct
@@ -18,7 +19,7 @@ from inline_core import PlannedNode
 from inline_sdk.protocol import MediaValue, TextValue
 
 from .._values import HostValue
-from ._blobs import SMALL, BlobStore
+from ._blobs import SMALL, BlobStore, blob_id
 from ._store import RunStore, TakeRecord, now_ms
 
 #: Media kinds whose values become takes.
@@ -52,8 +53,14 @@ def png_with_recipe(
     return png_with_text(bytes(data), "inline", json.dumps(recipe, separators=(",", ":")))
 
 
+def take_url(take_id: str) -> str:
+    """Where a take's bytes are served."""
+    return f"/v1/takes/{take_id}/bytes"
+
+
 class TakeWriter:
-    """Writes takes' bytes (content-addressed, atomically) and their stable file names."""
+    """Writes media takes' bytes (content-addressed, atomically) and their stable file names;
+    a text take's bytes go into the run store with its row (its ``uri`` is its URL)."""
 
     def __init__(self, blobs: BlobStore, takes_dir: Path, cwd: Path) -> None:
         self.blobs = blobs
@@ -82,15 +89,23 @@ class TakeWriter:
         params: dict[str, Any],
         graph: dict[str, Any] | None,
     ) -> TakeRecord:
-        """Store one output's bytes as a take: the blob, then the take's own name for it (a
-        fresh random id, so it links straight to its final name)."""
-        if ext == "png":
-            data = png_with_recipe(
-                data, node_id=node_id, node_type=node_type, params=params, graph=graph
-            )
+        """Store one output's bytes as a take: a media take's blob, then the take's own name
+        for it (a fresh random id, so it links straight to its final name); a text take's
+        bytes ride on its record into the run store, with its row."""
         take_id = new_take_id()
-        name = f"{take_id}.{ext}"
-        bid = self.blobs.put_linked(data, f"{self._dir}/{name}")
+        text: bytes | None = None
+        if kind == "text":
+            text = bytes(data)
+            bid = blob_id(hashlib.sha256(text).hexdigest())
+            uri = take_url(take_id)
+        else:
+            if ext == "png":
+                data = png_with_recipe(
+                    data, node_id=node_id, node_type=node_type, params=params, graph=graph
+                )
+            name = f"{take_id}.{ext}"
+            bid = self.blobs.put_linked(data, f"{self._dir}/{name}")
+            uri = name if self._uri_dir is None else f"{self._uri_dir}/{name}"
         return TakeRecord(
             id=take_id,
             run_id=run_id,
@@ -98,11 +113,12 @@ class TakeWriter:
             port=port,
             kind=kind,
             ext=ext,
-            uri=name if self._uri_dir is None else f"{self._uri_dir}/{name}",
+            uri=uri,
             hash=bid,
             params=params,
             cache_key=cache_key,
             created_at=now_ms(),
+            data=text,
         )
 
 
@@ -178,7 +194,7 @@ class TakeRecorder:
 
 def all_small_text(values: dict[str, tuple[str, str, bytes | memoryview]]) -> bool:
     """Whether every value is text of a few bytes (recorded without leaving the event loop:
-    one small file and one row each, tens of microseconds)."""
+    a row each, tens of microseconds)."""
     return all(kind == "text" and len(data) < SMALL for kind, _, data in values.values())
 
 

@@ -310,7 +310,12 @@ class Supervisor:
         # which model a call picks matters only where there is a replica to choose
         wants = self._models_of(node_type, params) if self.replicas(pack) > 1 else frozenset()
         info = self.registry.packs.get(pack)
-        if on_event is not None and info is not None and not info.env.ready:
+        if (
+            on_event is not None
+            and info is not None
+            and not self._pools.get(pack)  # a live replica's venv is built (no file read)
+            and not info.env.ready
+        ):
             # its venv is built on this first call (tens of seconds for torch): say so
             on_event(Progress(id=0, phase=PREPARING, fraction=0.0, status=preparing(pack)))
         proc = await self.worker(pack, owner=owner, wants=wants)

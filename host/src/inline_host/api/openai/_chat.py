@@ -342,9 +342,9 @@ def outputs_of(service: RunService, state: RunState) -> dict[str, str]:
     out: dict[str, str] = {}
     for take in state.takes:
         record = service.take(take.id)
-        path = service.take_file(record) if record is not None else None
-        if record is not None and path is not None and take.node_id == NODE_ID:
-            out[record.port] = path.read_text(encoding="utf-8")
+        data = service.take_text(record) if record is not None else None
+        if record is not None and data is not None and take.node_id == NODE_ID:
+            out[record.port] = data.decode("utf-8")
     return out
 
 

@@ -139,9 +139,9 @@ def _outputs(service: RunService, run_id: str, model: str) -> dict[str, str]:
     out: dict[str, str] = {}
     for take in state.takes:
         record = service.take(take.id)
-        path = service.take_file(record) if record is not None else None
-        if record is not None and path is not None and take.node_id == NODE_ID:
-            out[record.port] = path.read_text(encoding="utf-8")
+        data = service.take_text(record) if record is not None else None
+        if record is not None and data is not None and take.node_id == NODE_ID:
+            out[record.port] = data.decode("utf-8")
     if "embeddings" not in out:
         raise OpenAIError(500, f"The embeddings' outputs are gone (run {run_id})",
                           type="server_error")  # fmt: skip
