@@ -224,3 +224,19 @@ def test_bad_sources_are_refused_in_one_line(client: httpx.Client, tmp_path: Pat
     assert untold.status_code == 422 and "cannot tell what kind of model" in one_line(untold)
     task_alone = client.post("/v1/downloads", json={"node": "testpack/echo", "task": "vae"})
     assert task_alone.status_code == 422 and '"task"' in one_line(task_alone)
+
+
+def test_a_single_files_hidden_hash_and_lock_go_with_it(client: httpx.Client, server: Server):
+    """A cluster fetch keeps a file's hash and lock beside it: removing the model removes them,
+    and nothing of another model."""
+    vae = models_dir(server) / "vae"
+    vae.mkdir(parents=True, exist_ok=True)
+    (vae / "lone.safetensors").write_bytes(b"weights")
+    kept = [vae / ".lone.safetensors.sha256", vae / ".lone.safetensors.lock"]
+    for path in kept:
+        path.write_text("kept")
+    other = vae / ".other.safetensors.sha256"
+    other.write_text("kept")
+    assert client.delete("/v1/models/local/lone.safetensors").status_code == 200
+    assert not (vae / "lone.safetensors").exists()
+    assert not any(p.exists() for p in kept) and other.exists()

@@ -25,6 +25,7 @@ from ..hub import (
     CardError,
     read_card,
 )
+from ..workers import kept_beside
 from ._base import IMPORTS
 
 #: The category folders, each once, with the category a folder's model has by default.
@@ -138,5 +139,7 @@ def remove_local(models_dir: Path, model: LocalModel) -> None:
         shutil.rmtree(aside, ignore_errors=True)
     else:
         aside.unlink(missing_ok=True)
+        for kept in kept_beside(entry):  # the hash (and lock) a cluster fetch kept beside it
+            kept.unlink(missing_ok=True)
     shutil.rmtree(models_dir / STAGING / IMPORTS / f"{model.folder}--{entry.name}",
                   ignore_errors=True)  # fmt: skip

@@ -49,8 +49,9 @@ class RunError(msgspec.Struct, frozen=True, omit_defaults=True, rename="camel"):
 class Take(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
     """A take as /v1 shows it (contract 6.1), and two fields of ours after the contract's:
     ``output``, the node's output port it came from (a node with several outputs makes several
-    takes), and ``url``, where its bytes are served (``uri`` stays the contract's server-local
-    path, which Studio's in-process path copies)."""
+    takes), and ``url``, where its bytes are served. A media take's ``uri`` stays the contract's
+    server-local path (which Studio's in-process path copies); a text take (ours: the contract's
+    kinds are media) has no file, and its ``uri`` is its URL."""
 
     id: str
     run_id: str

@@ -8,6 +8,7 @@ from ._launcher import LaunchedWorker, LaunchFailed, WorkerLauncher
 from ._parallel import parallel_problem
 from ._process import SecretsReader, WorkerProcess
 from ._ray_connect import join_cluster
+from ._ray_models import kept_beside
 from ._ray_placement import model_files
 from ._supervisor import Supervisor
 
@@ -21,6 +22,7 @@ __all__ = (
     "WorkerLauncher",
     "WorkerProcess",
     "join_cluster",
+    "kept_beside",
     "model_files",
     "parallel_problem",
     "probe",

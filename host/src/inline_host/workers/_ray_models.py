@@ -51,6 +51,12 @@ def _sidecar(path: Path) -> Path:
     return path.with_name(f".{path.name}.sha256")
 
 
+def kept_beside(path: Path) -> tuple[Path, ...]:
+    """The hidden files a fetch keeps beside a model file (its hash, its lock): they go with
+    it when the model is removed."""
+    return _sidecar(path), path.with_name(f".{path.name}.lock")
+
+
 def _digest(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as f:
@@ -204,7 +210,7 @@ class _locked:
     """An exclusive lock beside ``dest`` (two replicas on one node fetch a file once)."""
 
     def __init__(self, dest: Path) -> None:
-        self.path = dest.with_name(f".{dest.name}.lock")
+        self.path = kept_beside(dest)[1]
         self.fd = -1
 
     def __enter__(self) -> None:
