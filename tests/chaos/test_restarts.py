@@ -38,6 +38,9 @@ def test_a_cancel_accepted_before_a_crash_stays_cancelled(host, client):
 
 def test_orphan_temp_files_in_the_blob_store_are_removed_at_start(host, client):
     state = finish(client, host.ws, one("chaos/surrogate", {"nonce": time.time_ns()}))
+    png = {"Content-Type": "image/png"}
+    upload = client.post("/v1/assets", content=b"\x89PNG\r\n\x1a\n" + bytes(32), headers=png)
+    assert upload.status_code == 200, upload.text
     blob = host.data / "blobs" / "sha256"
     kept = next(p for p in blob.rglob("*") if p.is_file() and not p.name.startswith("."))
     host.stop()

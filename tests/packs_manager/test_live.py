@@ -161,6 +161,6 @@ async def test_a_queued_run_is_planned_again_after_an_upgrade(
             assert run.target_key != key_at_submit  # planned again: the new version's key
             assert run.target_key == engine.prepare(request("acme/say")).node("n").key
             (take,) = run.takes
-            assert engine.blobs.read(take.hash).decode() == "acme 0.2.0"
+            assert store.take_text(take.hash) == b"acme 0.2.0"  # text: in the run store
             tg.cancel_scope.cancel()
         store.close()
