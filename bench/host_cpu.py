@@ -8,7 +8,8 @@ any child that exited meanwhile). The baseline, in the same run on the same mach
 Litestar app served by the same uvicorn that inserts one SQLite row on POST and reads it on GET
 (WAL, ``synchronous=NORMAL``, as Inline's store), off the event loop as every server here must
 (a worker thread per request, as Litestar's ``sync_to_thread``). Both are driven by one
-keep-alive client, one request at a time.
+keep-alive client each, one request at a time; both run at once and, once warm, take turns of
+``CHUNK`` runs, so a machine whose speed drifts (a shared VM's neighbours) weighs on both alike.
 
 Writes bench/results/host_cpu.json: ``cpu_ms_per_run``, ``baseline_cpu_ms_per_run`` and
 ``ratio`` (Inline over the baseline). Target on a 2-core machine: ratio <= 2.5.
@@ -39,6 +40,8 @@ from _common import write_result
 
 RUNS = 1000
 WARMUP = 40
+#: Runs a server makes in its turn (the two servers take turns until each made ``RUNS``).
+CHUNK = 100
 #: The bare app (run as ``python host_cpu.py --baseline PORT DB``).
 BASELINE = "--baseline"
 
@@ -166,26 +169,46 @@ def settled(conn: http.client.HTTPConnection, run_id: str, done: set[str]) -> No
         time.sleep(0.01)  # polling a run that is seconds at most from its end
 
 
-def measure(pid: int, port: int, tag: str, *, wait_done: bool) -> float:
-    """CPU milliseconds per run of the server tree ``pid`` over ``RUNS`` runs, after warmup."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-    last = ""
-    # two rounds: what the first use sets off ends within the first (the pack's venv is
-    # built, packs.lock written) and is picked up in the second (the registry reloaded once),
-    # so the window measures runs only
-    for round_ in range(2):
-        for i in range(WARMUP):
-            last = one_run(conn, f"{tag} warmup {round_} {i}")
-        if wait_done:
-            settled(conn, last, {"done"})
-    before = tree_cpu(pid)
-    for i in range(RUNS):
-        last = one_run(conn, f"{tag} run {i}")
-    if wait_done:
-        settled(conn, last, {"done"})
-    used = tree_cpu(pid) - before
-    conn.close()
-    return used / RUNS * 1000
+class Server:
+    """One server under test: its process tree, a keep-alive connection, its CPU so far."""
+
+    def __init__(self, tag: str, proc: subprocess.Popen[bytes], port: int, *, runs: bool):
+        self.tag, self.proc, self.port = tag, proc, port
+        #: whether its runs go on after the submit answers (Inline's), to be waited for
+        self.runs = runs
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        self.cpu_s = 0.0
+        self.count = 0
+
+    def warm(self) -> None:
+        """Two rounds: what the first use sets off ends within the first (the pack's venv is
+        built, packs.lock written) and is picked up in the second (the registry reloaded once),
+        so the window measures runs only."""
+        for round_ in range(2):
+            last = ""
+            for i in range(WARMUP):
+                last = one_run(self.conn, f"{self.tag} warmup {round_} {i}")
+            if self.runs:
+                settled(self.conn, last, {"done"})
+
+    def chunk(self, n: int) -> None:
+        """``n`` runs, their CPU counted (a chunk ends once its last run has)."""
+        before = tree_cpu(self.proc.pid)
+        last = ""
+        for _ in range(n):
+            last = one_run(self.conn, f"{self.tag} run {self.count}")
+            self.count += 1
+        if self.runs:
+            settled(self.conn, last, {"done"})
+        self.cpu_s += tree_cpu(self.proc.pid) - before
+
+    def ms_per_run(self) -> float:
+        return self.cpu_s / self.count * 1000
+
+    def stop(self) -> None:
+        self.conn.close()
+        self.proc.terminate()
+        self.proc.wait(timeout=60)
 
 
 def main() -> None:
@@ -194,32 +217,40 @@ def main() -> None:
         port = free_port()
         env = dict(os.environ, INLINE_DATA_DIR=str(Path(tmp) / "data"), INLINE_PORT=str(port))
         env.pop("INLINE_TOKEN", None)
-        inline = subprocess.Popen(
+        inline_proc = subprocess.Popen(
             [sys.executable, "-m", "inline_host"],
             env=env,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        try:
-            wait_ready(inline, port, "/v1/health")
-            cpu_ms = measure(inline.pid, port, "inline", wait_done=True)
-        finally:
-            inline.terminate()
-            inline.wait(timeout=60)
-        create_us = file_create_us(Path(tmp) / "data" / "takes")
         bport = free_port()
-        db = str(Path(tmp) / "baseline.db")
-        base = subprocess.Popen(
-            [sys.executable, str(bench / "host_cpu.py"), BASELINE, str(bport), db],
+        base_proc = subprocess.Popen(
+            [sys.executable, str(bench / "host_cpu.py"), BASELINE, str(bport),
+             str(Path(tmp) / "baseline.db")],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-        )
+        )  # fmt: skip
+        servers: list[Server] = []
         try:
-            wait_ready(base, bport, "/v1/runs/none")
-            base_ms = measure(base.pid, bport, "baseline", wait_done=False)
+            wait_ready(inline_proc, port, "/v1/health")
+            servers.append(Server("inline", inline_proc, port, runs=True))
+            wait_ready(base_proc, bport, "/v1/runs/none")
+            servers.append(Server("baseline", base_proc, bport, runs=False))
+            for server in servers:
+                server.warm()
+            # turns of CHUNK runs each: a machine whose load drifts weighs on both alike
+            for _ in range(RUNS // CHUNK):
+                for server in servers:
+                    server.chunk(CHUNK)
         finally:
-            base.terminate()
-            base.wait(timeout=60)
+            for server in servers:
+                server.stop()
+            for proc in (inline_proc, base_proc):
+                if proc.poll() is None:
+                    proc.kill()
+        inline, base = servers
+        create_us = file_create_us(Path(tmp) / "data" / "takes")
+    cpu_ms, base_ms = inline.ms_per_run(), base.ms_per_run()
     write_result(
         "host_cpu",
         {
