@@ -21,7 +21,7 @@ TORCH_TESTS = (
     "tests/models/",
     "tests/generate/",
     "tests/text/test_client.py",
-    "tests/text/test_openai.py",
+    "tests/text/test_openai",  # test_openai.py and its test_openai_*.py siblings
     "tests/text/test_embed.py",
     "tests/text/test_anthropic.py",
     "tests/text/test_example_deploy.py",
