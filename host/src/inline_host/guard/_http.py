@@ -18,17 +18,18 @@ import functools
 import ipaddress
 import json
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from litestar.types import (
-    ASGIApp,
-    HTTPResponseBodyEvent,
-    HTTPResponseStartEvent,
-    Receive,
-    Scope,
-    Send,
-)
+if TYPE_CHECKING:  # Litestar's ASGI types (the CLI never loads the web stack)
+    from litestar.types import (
+        ASGIApp,
+        HTTPResponseBodyEvent,
+        HTTPResponseStartEvent,
+        Receive,
+        Scope,
+        Send,
+    )
 
 #: Content types a cross-site page may send without a CORS preflight.
 SIMPLE_TYPES = ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data")

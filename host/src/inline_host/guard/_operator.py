@@ -13,11 +13,11 @@ import hmac
 import os
 import secrets
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from litestar.connection import ASGIConnection
-from litestar.exceptions import NotAuthorizedException
-from litestar.handlers import BaseRouteHandler
+if TYPE_CHECKING:  # the guards' Litestar types (the CLI reads the token without the web stack)
+    from litestar.connection import ASGIConnection
+    from litestar.handlers import BaseRouteHandler
 
 FILE_NAME = "operator-token"
 
@@ -76,6 +76,8 @@ def guard_operator_always(
 def _require_token(connection: ASGIConnection[Any, Any, Any, Any], what: str) -> None:
     token: str = connection.app.state.operator_token
     if not bearer_matches(connection.headers.get("authorization"), token):
+        from litestar.exceptions import NotAuthorizedException  # a server's, then loaded
+
         raise NotAuthorizedException(
             f"{what}: send 'Authorization: Bearer <token>' with INLINE_TOKEN, or with the "
             "token in <data dir>/operator-token."

@@ -6,14 +6,10 @@ from __future__ import annotations
 
 import hmac
 import ipaddress
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from litestar.types import (
-    ASGIApp,
-    Receive,
-    Scope,
-    Send,
-)
+if TYPE_CHECKING:  # Litestar's ASGI types (the CLI never loads the web stack)
+    from litestar.types import ASGIApp, Receive, Scope, Send
 
 from .._settings import Settings
 from ._http import ANTHROPIC_PREFIX, error_body, refuse
