@@ -227,12 +227,12 @@ def test_bad_sources_are_refused_in_one_line(client: httpx.Client, tmp_path: Pat
 
 
 def test_a_single_files_hidden_hash_and_lock_go_with_it(client: httpx.Client, server: Server):
-    """A cluster fetch keeps a file's hash and lock beside it: removing the model removes them,
-    and nothing of another model."""
+    """A cluster fetch keeps a file's hash, lock and unfinished part beside it: removing the
+    model removes them, and nothing of another model."""
     vae = models_dir(server) / "vae"
     vae.mkdir(parents=True, exist_ok=True)
     (vae / "lone.safetensors").write_bytes(b"weights")
-    kept = [vae / ".lone.safetensors.sha256", vae / ".lone.safetensors.lock"]
+    kept = [vae / f".lone.safetensors.{end}" for end in ("sha256", "lock", "partial")]
     for path in kept:
         path.write_text("kept")
     other = vae / ".other.safetensors.sha256"

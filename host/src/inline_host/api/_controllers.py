@@ -379,6 +379,7 @@ def ranged_file(
     if isinstance(answer, Response):
         return answer
     start, end, status, headers = answer
+    headers["Content-Length"] = str(end - start + 1)  # a stream says its length
 
     async def chunks() -> AsyncIterator[bytes]:
         async with await anyio.open_file(path, "rb") as fh:
@@ -402,7 +403,6 @@ def ranged_bytes(
     if isinstance(answer, Response):
         return answer
     start, end, status, headers = answer
-    del headers["Content-Length"]  # the response counts its body
     return Response(
         data[start : end + 1], status_code=status, media_type=content_type, headers=headers
     )
@@ -433,7 +433,6 @@ def _range(
             return Response(b"", status_code=416, headers={"Content-Range": f"bytes */{size}"})
         status = 206
         headers["Content-Range"] = f"bytes {start}-{end}/{size}"
-    headers["Content-Length"] = str(end - start + 1)
     return start, end, status, headers
 
 

@@ -364,7 +364,7 @@ class RunService:
         if record.data is not None:
             return record.data
         data = self.store.take_text(record.hash)
-        if data is None and (path := self.engine.blobs.sound_path(record.hash)) is not None:
+        if data is None and (path := self.take_file(record)) is not None:
             data = path.read_bytes()
         return data
 

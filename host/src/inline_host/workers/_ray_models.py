@@ -51,10 +51,18 @@ def _sidecar(path: Path) -> Path:
     return path.with_name(f".{path.name}.sha256")
 
 
+def _lock_file(path: Path) -> Path:
+    return path.with_name(f".{path.name}.lock")
+
+
+def _partial(path: Path) -> Path:
+    return path.with_name(f".{path.name}.partial")
+
+
 def kept_beside(path: Path) -> tuple[Path, ...]:
-    """The hidden files a fetch keeps beside a model file (its hash, its lock): they go with
-    it when the model is removed."""
-    return _sidecar(path), path.with_name(f".{path.name}.lock")
+    """The hidden files a fetch keeps beside a model file (its hash, its lock, an unfinished
+    fetch): they go with it when the model is removed."""
+    return _sidecar(path), _lock_file(path), _partial(path)
 
 
 def _digest(path: Path) -> str:
@@ -65,11 +73,9 @@ def _digest(path: Path) -> str:
     return digest.hexdigest()
 
 
-def sha256_of(path: Path, *, remember: bool = True) -> str:
+def sha256_of(path: Path) -> str:
     """The file's sha256, remembered by path, size and modification time (in this process, and
     beside the file for the next one, where its folder can be written)."""
-    if not remember:
-        return _digest(path)
     st = path.stat()
     key = (str(path), st.st_size, st.st_mtime_ns)
     if key in _hashes:
@@ -176,7 +182,7 @@ def fetch_models(
 def _fetch_one(
     rel: str, size: int, sha: str, dest: Path, read: Callable[[str, int, int], bytes]
 ) -> None:
-    partial = dest.with_name(f".{dest.name}.partial")
+    partial = _partial(dest)
     for attempt in (1, 2):  # a resumed partial of other bytes: once more from the start
         have = partial.stat().st_size if partial.exists() else 0
         if have > size:
@@ -196,7 +202,7 @@ def _fetch_one(
                 have += len(block)
             out.flush()
             os.fsync(out.fileno())
-        got = sha256_of(partial, remember=False)
+        got = _digest(partial)  # fresh bytes: never a remembered hash
         if got == sha:
             os.replace(partial, dest)
             _remember(dest, sha)  # the next replica's start hashes nothing
@@ -210,7 +216,7 @@ class _locked:
     """An exclusive lock beside ``dest`` (two replicas on one node fetch a file once)."""
 
     def __init__(self, dest: Path) -> None:
-        self.path = kept_beside(dest)[1]
+        self.path = _lock_file(dest)
         self.fd = -1
 
     def __enter__(self) -> None:
