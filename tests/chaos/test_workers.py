@@ -118,8 +118,11 @@ def test_dead_workers_shared_memory_is_released(host, client):
     fds0, rss0 = host_usage(host.pid)
     for i in range(3, 23):
         kill_cycle(host, client, i)
-    fds1, rss1 = host_usage(host.pid)
-    assert fds1 <= fds0 * 1.1 + 1, (fds0, fds1)
+    # the last worker's end (its socket, stderr pipe and log file) may still be in hand when it
+    # stops being listed: a leak never settles, that one does (a leak of one fd a cycle is 20)
+    bound = fds0 * 1.1 + 1
+    wait_for(lambda: host_usage(host.pid)[0] <= bound, f"the host's fds stay over {bound}")
+    rss1 = host_usage(host.pid)[1]
     assert rss1 <= rss0 * 1.1, (rss0, rss1)  # each cycle left 16 MiB mapped before the fix
     # no dead worker's segment is left (the last one's go once its end is handled, which
     # finishes after the worker stops being listed)
