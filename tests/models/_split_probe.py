@@ -110,6 +110,15 @@ def main(root: Path, work: Path) -> None:
     except SplitRefused as exc:
         out["uneven_ring"] = str(exc)
     out["attention"] = attention_choices()
+    # a group whose ranks cannot load their model: torchrun ends, and the start fails saying so
+    # (it waited for rank 0 until the start timeout before)
+    from inline_primitives.runtime._parallel import GroupFailed, WorkerGroup
+
+    try:
+        WorkerGroup(str(work / "missing.safetensors"), "ulysses=2", ["cpu", "cpu"]).close()
+        out["missing_model"] = "started"
+    except GroupFailed as exc:
+        out["missing_model"] = str(exc)
     print(json.dumps(out))
 
 

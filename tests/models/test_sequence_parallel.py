@@ -83,3 +83,8 @@ def test_the_attention_kernel_is_the_policys_unless_inline_attention_says(split)
     assert a["policy"] == "flash" and a["forced"] == "math"
     assert a["unknown"] == "flash"  # an unknown name is said once in the log, the policy's runs
     assert a["cpu"] == "sdpa"  # only CUDA has kernels to choose from
+
+
+def test_a_group_whose_ranks_cannot_start_fails_at_once_saying_so(split):
+    # not "no rank 0 within 300 s": the start saw torchrun end
+    assert split["missing_model"].startswith("the worker group did not start: torchrun exited")

@@ -44,8 +44,9 @@ def test_prompt_in_text_out(server: Server, text_models: TextModels) -> None:
         assert chunk.object == "text_completion"
         pieces += [c.text for c in chunk.choices]
         last_usage = chunk.usage or last_usage
+    # how many pieces depends on how far the model ran ahead of the response (what it streamed
+    # before the response began is one piece): tests/text/test_pieces.py drives that policy
     assert "".join(pieces) == done.choices[0].text
-    assert len([p for p in pieces if p]) > 1  # streamed piece by piece
     assert last_usage == done.usage
 
 

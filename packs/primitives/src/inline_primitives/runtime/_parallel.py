@@ -20,10 +20,10 @@ import os
 import pickle
 import secrets
 import signal
-import socket
 import subprocess
 import sys
 import threading
+import time
 from multiprocessing.connection import Connection, Listener
 from typing import Any
 
@@ -56,12 +56,6 @@ def recv(conn: Connection) -> tuple[Any, ...]:
     return pickle.loads(conn.recv_bytes())
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 class WorkerGroup:
     """The running torchrun group and rank 0's connection."""
 
@@ -87,8 +81,13 @@ class WorkerGroup:
             "-m",
             "torch.distributed.run",
             f"--nproc-per-node={self.world}",
-            "--master-addr=127.0.0.1",
-            f"--master-port={_free_port()}",
+            "--nnodes=1",
+            # a rendezvous store on a port the system picks as it binds (a port found free
+            # and bound later can be taken between), on loopback, as the ranks' store too
+            "--rdzv-backend=c10d",
+            "--rdzv-endpoint=127.0.0.1:0",
+            f"--rdzv-id={secrets.token_hex(8)}",
+            "--local-addr=127.0.0.1",
             "-m",
             "inline_primitives.runtime._rank",
         ]
@@ -101,13 +100,20 @@ class WorkerGroup:
         self.info: dict[str, Any] = hello[1]
 
     def _accept(self) -> Connection:
+        """Rank 0's connection, once its model is loaded; a group whose torchrun ended first
+        (a rank failed to start or load) fails at once, not at the timeout."""
         box: list[Any] = []
         thread = threading.Thread(target=lambda: box.append(self._accept_once()), daemon=True)
         thread.start()
-        thread.join(START_TIMEOUT)
+        deadline = time.monotonic() + START_TIMEOUT
+        while thread.is_alive() and self.proc.poll() is None and time.monotonic() < deadline:
+            thread.join(POLL_S)
         if not box or isinstance(box[0], BaseException):
+            code = self.proc.poll()
             self.kill()
             why = box[0] if box else f"no rank 0 within {START_TIMEOUT:.0f} s"
+            if not box and code is not None:
+                why = f"torchrun exited with code {code} (the worker's log says why)"
             raise GroupFailed(f"the worker group did not start: {why}")
         return box[0]
 
