@@ -108,14 +108,17 @@ class WorkerGroup:
         deadline = time.monotonic() + START_TIMEOUT
         while thread.is_alive() and self.proc.poll() is None and time.monotonic() < deadline:
             thread.join(POLL_S)
-        if not box or isinstance(box[0], BaseException):
-            code = self.proc.poll()
-            self.kill()
-            why = box[0] if box else f"no rank 0 within {START_TIMEOUT:.0f} s"
-            if not box and code is not None:
-                why = f"torchrun exited with code {code} (the worker's log says why)"
-            raise GroupFailed(f"the worker group did not start: {why}")
-        return box[0]
+        if box and not isinstance(box[0], BaseException):
+            return box[0]
+        code = self.proc.poll()
+        self.kill()
+        if box:
+            why = str(box[0])
+        elif code is not None:
+            why = f"torchrun exited with code {code} (the worker's log says why)"
+        else:
+            why = f"no rank 0 within {START_TIMEOUT:.0f} s"
+        raise GroupFailed(f"the worker group did not start: {why}")
 
     def _accept_once(self) -> Any:
         try:
